@@ -1,0 +1,22 @@
+// The C++ API of myops: one dispatch function per operator.
+//
+// A dispatch function is what C++ code calls instead of a kernel. It looks the operator up once (the
+// handle is a function-local static) and enters the dispatcher, which picks the kernel from the
+// arguments' dispatch keys: Autograd first when autograd is on, then the backend (CPU, CUDA, ...).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+
+namespace myops {
+
+// BEGIN myadd
+inline at::Tensor myadd(const at::Tensor& self, const at::Tensor& other) {
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("myops::myadd", /*overload_name=*/"")
+                             .typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
+  return op.call(self, other);
+}
+// END myadd
+
+}  // namespace myops

@@ -1,0 +1,22 @@
+"""myops: build, load and call the layered C++ extension of the dispatcher notebooks."""
+from myops.build import (
+    LayerBuildError,
+    LayerReloadError,
+    LayerUnavailableError,
+    load,
+    load_layer,
+    loaded_layers,
+)
+from myops.ops import myadd
+from myops.source import show
+
+__all__ = [
+    "LayerBuildError",
+    "LayerReloadError",
+    "LayerUnavailableError",
+    "load",
+    "load_layer",
+    "loaded_layers",
+    "myadd",
+    "show",
+]

@@ -1,0 +1,246 @@
+"""Build one dispatch-key layer of csrc/ into its own shared library and load it into this process.
+
+A layer is `csrc/schema.cpp` (the `schema` layer) or every `.cpp`/`.cu` file of one folder of csrc/
+(`csrc/cpu/` is the `cpu` layer). Each becomes `build/<layer>/myops_<layer>.so`, compiled by
+torch.utils.cpp_extension with ninja, and is loaded with torch.ops.load_library: no pybind, the
+libraries only register kernels with the dispatcher.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import logging
+import os
+import re
+import time
+from pathlib import Path
+
+import torch
+
+from myops import toolchain
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+# The layers myops.load() brings in, in this order: each adds kernels for the keys of one stage.
+LAYER_ORDER = ("schema", "cpu", "cuda")
+
+CXX_FLAGS = ["-O3", "-fopenmp"]  # without -fopenmp, at::parallel_for silently runs on one thread
+LD_FLAGS = ["-fopenmp"]
+CUDA_FLAGS = ["-O3"]
+
+
+class LayerReloadError(RuntimeError):
+    """A layer's C++ changed after this process loaded it; only a fresh process can load it."""
+
+
+class LayerBuildError(RuntimeError):
+    """The compiler rejected a layer's sources."""
+
+
+class LayerUnavailableError(RuntimeError):
+    """A layer cannot be built on this machine (the CUDA layer without a CUDA toolchain)."""
+
+
+def _cpp_extension():
+    # Importing cpp_extension on a CUDA build of torch without a GPU logs a line with a timestamp and
+    # a pid; it would land in notebook output and differ on every run.
+    logger = logging.getLogger("torch.utils.cpp_extension")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        from torch.utils import cpp_extension
+    finally:
+        logger.setLevel(level)
+    return cpp_extension
+
+
+def _relative(path: Path) -> str:
+    """A path as printed to users: relative to the repository, never a machine-specific one."""
+    try:
+        return str(path.resolve().relative_to(REPO_ROOT))
+    except ValueError:
+        return path.name
+
+
+def _first_compiler_error(log: str) -> str:
+    """The compiler's first error with its few lines of context, instead of a wall of ninja output."""
+    lines = log.splitlines()
+    for i, line in enumerate(lines):
+        if re.search(r"\berror\b", line) and not line.startswith(("FAILED:", "ninja:", "subprocess")):
+            return "\n".join(lines[i:i + 4])
+    return "\n".join(lines[-10:])
+
+
+class Builder:
+    """Builds and loads the layers of one csrc/ tree into one build/ tree."""
+
+    def __init__(self, csrc_dir: Path, build_dir: Path, prefix: str = "myops_"):
+        self.csrc_dir = Path(csrc_dir)
+        self.build_dir = Path(build_dir)
+        self.prefix = prefix
+        self._loaded: dict[str, str] = {}  # layer -> fingerprint of what this process loaded
+
+    # -- what a layer is -------------------------------------------------------------------------
+    def layers(self) -> list[str]:
+        """Every layer that has sources: `schema` and each folder of csrc/ holding .cpp or .cu files."""
+        folders = sorted(p.name for p in self.csrc_dir.iterdir() if p.is_dir() and self._sources_in(p))
+        return ["schema"] * (self.csrc_dir / "schema.cpp").is_file() + folders
+
+    @staticmethod
+    def _sources_in(folder: Path) -> list[Path]:
+        return sorted(p for p in folder.iterdir() if p.suffix in (".cpp", ".cu"))
+
+    def sources(self, layer: str) -> list[Path]:
+        files = [self.csrc_dir / "schema.cpp"] if layer == "schema" else (
+            self._sources_in(self.csrc_dir / layer) if (self.csrc_dir / layer).is_dir() else [])
+        if not files or not files[0].is_file():
+            raise ValueError(f"myops: no layer named {layer!r}; the layers are {self.layers()}")
+        return files
+
+    def is_cuda(self, layer: str) -> bool:
+        return any(p.suffix == ".cu" for p in self.sources(layer))
+
+    def library_path(self, layer: str) -> Path:
+        return self.build_dir / layer / f"{self.prefix}{layer}.so"
+
+    def loaded_layers(self) -> list[str]:
+        return list(self._loaded)
+
+    def _fingerprint(self, layer: str) -> str:
+        """Everything a build depends on: sources, every header of csrc/, flags and torch."""
+        digest = hashlib.sha256(f"{torch.__version__}|{CXX_FLAGS}|{LD_FLAGS}|{CUDA_FLAGS}".encode())
+        headers = sorted(p for p in self.csrc_dir.rglob("*") if p.suffix in (".h", ".cuh"))
+        for path in self.sources(layer) + headers:
+            digest.update(str(path.relative_to(self.csrc_dir)).encode())
+            digest.update(path.read_bytes())
+        return digest.hexdigest()
+
+    # -- building and loading --------------------------------------------------------------------
+    def load(self, layer: str) -> Path:
+        """Build `layer` if its sources changed, then load it; a no-op if this process has it already."""
+        fingerprint = self._fingerprint(layer)
+        if layer in self._loaded:
+            if self._loaded[layer] == fingerprint:
+                return self.library_path(layer)
+            raise LayerReloadError(
+                f"myops: the C++ of layer {layer!r} changed after this process loaded it. A process "
+                "cannot load a second build of a layer (the dispatcher would abort it): restart the "
+                "kernel (Kernel > Restart Kernel) and run the notebook again; the new build happens then.")
+        cuda = self.is_cuda(layer)
+        if cuda and (reason := toolchain.cuda_skip_reason()):
+            raise LayerUnavailableError(f"myops: layer {layer!r} cannot be built here: {reason}")
+
+        out_dir = self.build_dir / layer
+        out_dir.mkdir(parents=True, exist_ok=True)
+        library = self.library_path(layer)
+        with self._exclusive(layer, out_dir):
+            built_before = library.stat().st_mtime_ns if library.exists() else None
+            start = time.perf_counter()
+            self._compile_and_load(layer, out_dir, cuda)
+            seconds = time.perf_counter() - start
+        self._loaded[layer] = fingerprint
+        if library.stat().st_mtime_ns != built_before:
+            print(f"myops: built layer {layer} in {seconds:.1f} s", flush=True)
+        return library
+
+    def _compile_and_load(self, layer: str, out_dir: Path, cuda: bool) -> None:
+        cpp_extension = _cpp_extension()
+        includes = [str(self.csrc_dir)] + (toolchain.cuda_include_paths() if cuda else [])
+        try:
+            with self._cuda_environment(cpp_extension) if cuda else contextlib.nullcontext():
+                cpp_extension.load(
+                    name=f"{self.prefix}{layer}",
+                    sources=[str(p) for p in self.sources(layer)],
+                    extra_cflags=CXX_FLAGS,
+                    extra_cuda_cflags=CUDA_FLAGS,
+                    extra_ldflags=LD_FLAGS,
+                    extra_include_paths=includes,
+                    build_directory=str(out_dir),
+                    is_python_module=False,
+                    verbose=False,
+                )
+        except RuntimeError as error:
+            if "Error building extension" not in str(error):
+                raise
+            log = out_dir / "build.log"
+            log.write_text(str(error))
+            raise LayerBuildError(
+                f"myops: layer {layer!r} failed to compile. First error:\n"
+                f"{_first_compiler_error(str(error))}\n(full log: {_relative(log)})") from None
+
+    @contextlib.contextmanager
+    def _exclusive(self, layer: str, out_dir: Path):
+        """One build of a layer at a time across processes, and recovery from a killed build.
+
+        The kernel drops a flock when its holder dies, so this lock can never go stale. While holding
+        it we know no other build is running: a leftover marker means the last build was killed, and
+        cpp_extension's own `lock` file from then (torch <= 2.13 waits forever on it) is stale.
+        """
+        marker = out_dir / "BUILDING"
+        with open(out_dir / ".myops.lock", "w") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                if marker.exists():
+                    (out_dir / "lock").unlink(missing_ok=True)
+                    print(f"myops: layer {layer}: an earlier build was interrupted; removed its stale "
+                          "lock and building again", flush=True)
+                marker.write_text(str(os.getpid()))
+                try:
+                    yield
+                finally:
+                    marker.unlink(missing_ok=True)
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    @staticmethod
+    @contextlib.contextmanager
+    def _cuda_environment(cpp_extension):
+        """CUDA_HOME and TORCH_CUDA_ARCH_LIST as cpp_extension needs them, for this build only."""
+        home = str(toolchain.find_cuda_home())
+        saved_env = {k: os.environ.get(k) for k in ("CUDA_HOME", "TORCH_CUDA_ARCH_LIST")}
+        saved_home = cpp_extension.CUDA_HOME
+        os.environ["CUDA_HOME"] = home
+        os.environ["TORCH_CUDA_ARCH_LIST"] = toolchain.cuda_arch_list()
+        cpp_extension.CUDA_HOME = home
+        try:
+            yield
+        finally:
+            cpp_extension.CUDA_HOME = saved_home
+            for key, value in saved_env.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+
+
+_BUILDER = Builder(REPO_ROOT / "csrc", REPO_ROOT / "build")
+_skipped: set[str] = set()
+
+
+def load_layer(layer: str) -> Path:
+    """Build (if needed) and load one layer of csrc/ into this process; returns its library."""
+    return _BUILDER.load(layer)
+
+
+def load(*layers: str) -> list[str]:
+    """Load the given layers, or every layer of the course in stage order; returns the loaded ones.
+
+    The CUDA layer is skipped, with the reason printed once, where it cannot be compiled.
+    """
+    available = _BUILDER.layers()
+    for layer in layers or [name for name in LAYER_ORDER if name in available]:
+        try:
+            _BUILDER.load(layer)
+        except LayerUnavailableError as error:
+            if layers:
+                raise
+            if layer not in _skipped:
+                _skipped.add(layer)
+                print(f"{error}; skipping it", flush=True)
+    return _BUILDER.loaded_layers()
+
+
+def loaded_layers() -> list[str]:
+    """The layers loaded into this process so far, in load order."""
+    return _BUILDER.loaded_layers()

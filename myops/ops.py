@@ -1,0 +1,10 @@
+"""Typed Python wrappers over the dispatcher's operators; load the layers first (myops.load())."""
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+def myadd(self: Tensor, other: Tensor) -> Tensor:
+    """Elementwise sum of two tensors of the same shape and floating dtype (myops::myadd)."""
+    return torch.ops.myops.myadd.default(self, other)
