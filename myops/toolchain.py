@@ -53,12 +53,24 @@ def cuda_arch_list() -> str:
     return DEFAULT_CUDA_ARCH_LIST
 
 
-def cuda_include_paths() -> list[str]:
-    """Headers that ATen/cuda/CUDAContext.h needs (cuBLAS, cuSPARSE, ...) from torch's pip packages."""
+def _pip_cuda_roots() -> list[Path]:
+    """The lib/include roots of the nvidia-* pip packages that CUDA builds of torch depend on."""
     try:
-        import nvidia  # a namespace package that CUDA builds of torch from PyPI bring
+        import nvidia  # a namespace package; absent with CPU builds of torch
     except ImportError:
         return []
-    roots = [Path(p) for p in nvidia.__path__]
-    return [str(root / sub / "include") for root in roots for sub in ("cu13", "cu12")
-            if (root / sub / "include").is_dir()]
+    return [Path(p) / sub for p in nvidia.__path__ for sub in ("cu13", "cu12") if (Path(p) / sub).is_dir()]
+
+
+def cuda_include_paths() -> list[str]:
+    """Headers that ATen/cuda/CUDAContext.h needs (cuBLAS, cuSPARSE, ...) from torch's pip packages."""
+    return [str(root / "include") for root in _pip_cuda_roots() if (root / "include").is_dir()]
+
+
+def nvrtc_library() -> Path | None:
+    """libnvrtc for torch's CMake config when the toolkit lacks it (a minimal toolkit install)."""
+    home = find_cuda_home()
+    if home and any((home / "lib64").glob("libnvrtc.so*")):
+        return None
+    found = sorted(lib for root in _pip_cuda_roots() for lib in (root / "lib").glob("libnvrtc.so.*"))
+    return found[0] if found else None

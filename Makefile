@@ -1,0 +1,28 @@
+# make lab   — set everything up (first time only) and open the notebooks in JupyterLab
+# make test  — set everything up (first time only) and run every test and every notebook
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup lab test clean
+
+setup: $(STAMP)
+
+# Re-runs only when the pins or the package metadata change.
+$(STAMP): requirements.txt pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
+	touch $(STAMP)
+
+lab: setup
+	$(VENV)/bin/jupyter lab notebooks
+
+test: setup
+	$(PY) -m pytest
+
+# Removes the compiled layers; the next load rebuilds them.
+clean:
+	rm -rf build
