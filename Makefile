@@ -5,7 +5,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup lab test clean
+.PHONY: setup lab test clean outputs
 
 setup: $(STAMP)
 
@@ -26,3 +26,7 @@ test: setup
 # Removes the compiled layers; the next load rebuilds them.
 clean:
 	rm -rf build
+
+# Re-executes the notebooks and stores their outputs (after changing a notebook or the C++ it shows).
+outputs: setup
+	$(PY) tools/refresh_notebooks.py

@@ -25,9 +25,9 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 # The layers myops.load() brings in, in this order: each adds kernels for the keys of one stage.
 LAYER_ORDER = ("schema", "cpu", "cuda")
 
-CXX_FLAGS = ["-O3", "-fopenmp"]  # without -fopenmp, at::parallel_for silently runs on one thread
-LD_FLAGS = ["-fopenmp"]
-CUDA_FLAGS = ["-O3"]
+CXX_FLAGS = ("-O3", "-fopenmp")  # without -fopenmp, at::parallel_for silently runs on one thread
+LD_FLAGS = ("-fopenmp",)
+CUDA_FLAGS = ("-O3",)
 
 
 class LayerReloadError(RuntimeError):
@@ -152,9 +152,10 @@ class Builder:
                 cpp_extension.load(
                     name=f"{self.prefix}{layer}",
                     sources=[str(p) for p in self.sources(layer)],
-                    extra_cflags=CXX_FLAGS,
-                    extra_cuda_cflags=CUDA_FLAGS,
-                    extra_ldflags=LD_FLAGS,
+                    # fresh lists: cpp_extension appends to the lists it is given
+                    extra_cflags=list(CXX_FLAGS),
+                    extra_cuda_cflags=list(CUDA_FLAGS),
+                    extra_ldflags=list(LD_FLAGS),
                     extra_include_paths=includes,
                     build_directory=str(out_dir),
                     is_python_module=False,
