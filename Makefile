@@ -17,8 +17,11 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
+# JupyterLab refuses to run as root unless told to (containers and CI machines often are root).
+ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
+
 lab: setup
-	$(VENV)/bin/jupyter lab notebooks
+	$(VENV)/bin/jupyter lab $(ROOT_FLAG) notebooks
 
 test: setup
 	$(PY) -m pytest

@@ -1,0 +1,44 @@
+"""The stored notebooks: course structure, and outputs free of machine-specific paths."""
+import json
+import re
+
+import pytest
+
+from myops.build import REPO_ROOT
+
+NOTEBOOKS = sorted((REPO_ROOT / "notebooks").glob("*.ipynb"))
+MACHINE_PATH = re.compile(r"(/home/|/root/|/tmp/|/Users/|site-packages|" + re.escape(str(REPO_ROOT)) + ")")
+
+
+def cells(path):
+    return json.loads(path.read_text())["cells"]
+
+
+def test_notebooks_are_numbered():
+    names = [p.stem for p in NOTEBOOKS]
+    assert names[:3] == ["00_dispatcher_tour", "01_schema", "02_cpu_kernel"]
+    assert all(re.fullmatch(r"\d\d_[a-z0-9_]+", name) for name in names)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_structure(path):
+    markdown = "\n".join("".join(c["source"]) for c in cells(path) if c["cell_type"] == "markdown")
+    for heading in ("**You will learn**", "## Exercise", "## Summary"):
+        assert heading in markdown, heading
+    code = ["".join(c["source"]) for c in cells(path) if c["cell_type"] == "code"]
+    assert sum("assert" in source for source in code) >= 3
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_outputs_have_no_machine_paths(path):
+    for cell in cells(path):
+        for output in cell.get("outputs", []):
+            text = json.dumps({k: v for k, v in output.items() if k != "data"})
+            text += json.dumps({k: v for k, v in output.get("data", {}).items() if not k.startswith("image/")})
+            assert not MACHINE_PATH.search(text), MACHINE_PATH.search(text).group(0)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_code_cell_was_run_in_order(path):
+    counts = [c["execution_count"] for c in cells(path) if c["cell_type"] == "code"]
+    assert counts == list(range(1, len(counts) + 1))
