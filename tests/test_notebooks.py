@@ -42,3 +42,20 @@ def test_outputs_have_no_machine_paths(path):
 def test_every_code_cell_was_run_in_order(path):
     counts = [c["execution_count"] for c in cells(path) if c["cell_type"] == "code"]
     assert counts == list(range(1, len(counts) + 1))
+
+
+def test_sanitize_file_removes_build_progress_only():
+    from nbval.plugin import get_sanitize_patterns
+
+    patterns = get_sanitize_patterns((REPO_ROOT / "notebooks" / "sanitize.cfg").read_text())
+    assert len(patterns) == 2
+
+    def sanitize(text):
+        for regex, replace in patterns:
+            text = re.sub(regex, replace, text)
+        return text
+
+    warm = "loaded layers: ['schema', 'cpu']\n"
+    assert sanitize("myops: built layer schema in 5.3 s\nmyops: built layer cpu in 12.0 s\n" + warm) == warm
+    assert sanitize(warm) == warm
+    assert sanitize("CPU: registered at /x/y.cpp:12 [kernel]") == "CPU: registered at SOURCE [kernel]"
