@@ -1,5 +1,5 @@
 // Argument checks shared by every backend of an operator (CPU, CUDA, Meta), so that all of them reject
-// the same inputs with the same message.
+// the same inputs with the same message. Each message names the operator and says what to do.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -12,23 +12,40 @@ inline bool is_supported_float(at::ScalarType t) {
   return t == at::kHalf || t == at::kBFloat16 || t == at::kFloat || t == at::kDouble;
 }
 
+// BEGIN check_binary_inputs
+// What every two-tensor operator of myops requires: one device, one supported dtype, dense layout.
+inline void check_binary_inputs(const char* op, const at::Tensor& self, const at::Tensor& other) {
+  TORCH_CHECK(self.device() == other.device(), op, ": expected both tensors on the same device, got ",
+              self.device(), " and ", other.device(), "; move one with .to(device)");
+  TORCH_CHECK(self.scalar_type() == other.scalar_type(), op,
+              ": expected tensors of the same dtype, got ", self.scalar_type(), " and ",
+              other.scalar_type(), "; convert one with .to(dtype)");
+  TORCH_CHECK(is_supported_float(self.scalar_type()), op, ": unsupported dtype ", self.scalar_type(),
+              "; supported are float16, bfloat16, float32 and float64, convert with .float()");
+  TORCH_CHECK(self.layout() == at::kStrided && other.layout() == at::kStrided, op,
+              ": expected dense (strided) tensors; convert sparse inputs with .to_dense()");
+}
+// END check_binary_inputs
+
 // BEGIN check_myadd_inputs
 inline void check_myadd_inputs(const at::Tensor& self, const at::Tensor& other) {
-  TORCH_CHECK(self.device() == other.device(),
-              "myops::myadd: expected both tensors on the same device, got ", self.device(), " and ",
-              other.device(), "; move one with .to(device)");
   TORCH_CHECK(self.sizes() == other.sizes(),
               "myops::myadd: expected tensors of the same shape, got ", self.sizes(), " and ",
               other.sizes(), "; broadcast them first, e.g. with torch.broadcast_tensors");
-  TORCH_CHECK(self.scalar_type() == other.scalar_type(),
-              "myops::myadd: expected tensors of the same dtype, got ", self.scalar_type(), " and ",
-              other.scalar_type(), "; convert one with .to(dtype)");
-  TORCH_CHECK(is_supported_float(self.scalar_type()),
-              "myops::myadd: unsupported dtype ", self.scalar_type(),
-              "; supported are float16, bfloat16, float32 and float64, convert with .float()");
-  TORCH_CHECK(self.layout() == at::kStrided && other.layout() == at::kStrided,
-              "myops::myadd: expected dense (strided) tensors; convert sparse inputs with .to_dense()");
+  check_binary_inputs("myops::myadd", self, other);
 }
 // END check_myadd_inputs
+
+// BEGIN check_mymatmul_inputs
+inline void check_mymatmul_inputs(const at::Tensor& self, const at::Tensor& other) {
+  TORCH_CHECK(self.dim() == 2 && other.dim() == 2,
+              "myops::mymatmul: expected two 2-d tensors, got ", self.dim(), "-d and ", other.dim(),
+              "-d; reshape them to matrices, or use torch.matmul for batched products");
+  TORCH_CHECK(self.size(1) == other.size(0),
+              "myops::mymatmul: inner dimensions differ: self is ", self.sizes(), " and other is ",
+              other.sizes(), "; self.shape[1] must equal other.shape[0]");
+  check_binary_inputs("myops::mymatmul", self, other);
+}
+// END check_mymatmul_inputs
 
 }  // namespace myops

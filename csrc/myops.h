@@ -19,4 +19,11 @@ inline at::Tensor myadd(const at::Tensor& self, const at::Tensor& other) {
 }
 // END myadd
 
+inline at::Tensor mymatmul(const at::Tensor& self, const at::Tensor& other) {
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("myops::mymatmul", /*overload_name=*/"")
+                             .typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
+  return op.call(self, other);
+}
+
 }  // namespace myops

@@ -12,4 +12,9 @@ TORCH_LIBRARY(myops, m) {
   // Elementwise sum of two tensors of the same shape and floating dtype.
   m.def("myadd(Tensor self, Tensor other) -> Tensor");
   // END myadd
+
+  // BEGIN mymatmul
+  // Matrix product of two 2-d tensors of the same floating dtype: [n, k] x [k, m] -> [n, m].
+  m.def("mymatmul(Tensor self, Tensor other) -> Tensor");
+  // END mymatmul
 }

@@ -7,7 +7,7 @@ from myops.build import (
     load_layer,
     loaded_layers,
 )
-from myops.ops import myadd
+from myops.ops import myadd, mymatmul
 from myops.source import show
 
 __all__ = [
@@ -18,5 +18,6 @@ __all__ = [
     "load_layer",
     "loaded_layers",
     "myadd",
+    "mymatmul",
     "show",
 ]

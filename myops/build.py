@@ -1,7 +1,7 @@
 """Build one dispatch-key layer of csrc/ into its own shared library and load it into this process.
 
 A layer is `csrc/schema.cpp` (the `schema` layer) or every `.cpp`/`.cu` file of one folder of csrc/
-(`csrc/cpu/` is the `cpu` layer). Each becomes `build/<layer>/myops_<layer>.so`, compiled by
+(`csrc/cpu/` is the `cpu` layer; `csrc/mistakes/no_guard/` is the `mistakes/no_guard` layer). Each becomes `build/<layer>/myops_<layer>.so`, compiled by
 torch.utils.cpp_extension with ninja, and is loaded with torch.ops.load_library: no pybind, the
 libraries only register kernels with the dispatcher.
 """
@@ -23,7 +23,7 @@ from myops import toolchain
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 # The layers myops.load() brings in, in this order: each adds kernels for the keys of one stage.
-LAYER_ORDER = ("schema", "cpu", "cuda")
+LAYER_ORDER = ("schema", "cpu", "cuda", "autograd")
 
 CXX_FLAGS = ("-O3", "-fopenmp")  # without -fopenmp, at::parallel_for silently runs on one thread
 LD_FLAGS = ("-fopenmp",)
@@ -101,8 +101,11 @@ class Builder:
     def is_cuda(self, layer: str) -> bool:
         return any(p.suffix == ".cu" for p in self.sources(layer))
 
+    def library_name(self, layer: str) -> str:
+        return self.prefix + layer.replace("/", "_")  # a nested layer, e.g. "mistakes/no_guard"
+
     def library_path(self, layer: str) -> Path:
-        return self.build_dir / layer / f"{self.prefix}{layer}.so"
+        return self.build_dir / layer / f"{self.library_name(layer)}.so"
 
     def loaded_layers(self) -> list[str]:
         return list(self._loaded)
@@ -150,7 +153,7 @@ class Builder:
         try:
             with self._cuda_environment(cpp_extension) if cuda else contextlib.nullcontext():
                 cpp_extension.load(
-                    name=f"{self.prefix}{layer}",
+                    name=self.library_name(layer),
                     sources=[str(p) for p in self.sources(layer)],
                     # fresh lists: cpp_extension appends to the lists it is given
                     extra_cflags=list(CXX_FLAGS),

@@ -8,3 +8,8 @@ from torch import Tensor
 def myadd(self: Tensor, other: Tensor) -> Tensor:
     """Elementwise sum of two tensors of the same shape and floating dtype (myops::myadd)."""
     return torch.ops.myops.myadd.default(self, other)
+
+
+def mymatmul(self: Tensor, other: Tensor) -> Tensor:
+    """Matrix product of two 2-d tensors of the same floating dtype (myops::mymatmul)."""
+    return torch.ops.myops.mymatmul.default(self, other)

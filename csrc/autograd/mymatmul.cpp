@@ -1,0 +1,52 @@
+// The autograd kernel of myops::mymatmul. Its backward computes with myops::mymatmul itself, through
+// the dispatcher: when the gradient is being differentiated again (create_graph=True), those calls
+// land in this same autograd kernel and record their own nodes, so double backward works.
+#include <ATen/core/LegacyTypeDispatch.h>
+#include <torch/csrc/autograd/custom_function.h>
+#include <torch/library.h>
+
+#include "myops.h"
+
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// BEGIN function
+class MyMatmulFunction : public torch::autograd::Function<MyMatmulFunction> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& self, const at::Tensor& other) {
+    ctx->save_for_backward({self, other});
+    at::AutoDispatchBelowADInplaceOrView guard;  // See NOTE [ Why the autograd kernel excludes itself ]
+    return myops::mymatmul(self, other);
+  }
+
+  // out = A B  =>  dA = grad B^T,  dB = A^T grad. Only the gradients that are needed are computed.
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor& self = saved[0];
+    const at::Tensor& other = saved[1];
+    const at::Tensor& grad = grad_outputs[0];
+    at::Tensor grad_self, grad_other;
+    if (ctx->needs_input_grad(0)) {
+      grad_self = myops::mymatmul(grad, other.t());
+    }
+    if (ctx->needs_input_grad(1)) {
+      grad_other = myops::mymatmul(self.t(), grad);
+    }
+    return {grad_self, grad_other};
+  }
+};
+// END function
+
+at::Tensor mymatmul_autograd(const at::Tensor& self, const at::Tensor& other) {
+  return MyMatmulFunction::apply(self, other);
+}
+
+}  // namespace
+
+// BEGIN registration
+TORCH_LIBRARY_IMPL(myops, Autograd, m) {
+  m.impl("mymatmul", &mymatmul_autograd);
+}
+// END registration
