@@ -1,7 +1,7 @@
 """Build one dispatch-key layer of csrc/ into its own shared library and load it into this process.
 
 A layer is `csrc/schema.cpp` (the `schema` layer) or every `.cpp`/`.cu` file of one folder of csrc/
-(`csrc/cpu/` is the `cpu` layer; `csrc/mistakes/no_guard/` is the `mistakes/no_guard` layer). Each becomes `build/<layer>/myops_<layer>.so`, compiled by
+(`csrc/cpu/` is the `cpu` layer). Each becomes `build/<layer>/myops_<layer>.so`, compiled by
 torch.utils.cpp_extension with ninja, and is loaded with torch.ops.load_library: no pybind, the
 libraries only register kernels with the dispatcher.
 """
@@ -102,7 +102,7 @@ class Builder:
         return any(p.suffix == ".cu" for p in self.sources(layer))
 
     def library_name(self, layer: str) -> str:
-        return self.prefix + layer.replace("/", "_")  # a nested layer, e.g. "mistakes/no_guard"
+        return self.prefix + layer
 
     def library_path(self, layer: str) -> Path:
         return self.build_dir / layer / f"{self.library_name(layer)}.so"

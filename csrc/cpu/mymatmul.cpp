@@ -25,7 +25,7 @@ constexpr int64_t kBlockM = 64;   // output rows per task
 constexpr int64_t kBlockK = 256;  // depth of one packed block
 constexpr int64_t kBlockN = 128;  // width of one packed block of `other`
 constexpr int64_t kMr = 4;        // rows of a register tile
-constexpr int64_t kNr = 8;       // columns of a register tile
+constexpr int64_t kNr = 8;        // columns of a register tile
 
 // BEGIN micro_kernel
 // acc[rows x cols] += a_packed[rows x depth] * b_packed[depth x cols] for one register tile, whose

@@ -1,0 +1,71 @@
+// Two classic mistakes in autograd kernels, kept runnable for notebook 04 and the tests. They live in
+// their own namespace, `mistakes`, so loading this library never changes myops.
+//
+//   mistakes::add_without_guard  the forward calls the operator again without excluding autograd:
+//                                the call re-enters this autograd kernel until the stack overflows.
+//   mistakes::add_indexed        the 2020 tutorial's `apply(...)[0]`: apply() returns a Tensor, so [0]
+//                                selects its first row and the caller silently gets the wrong shape.
+#include <ATen/core/LegacyTypeDispatch.h>
+#include <torch/csrc/autograd/custom_function.h>
+#include <torch/library.h>
+
+#include "myops.h"
+
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+at::Tensor add_without_guard(const at::Tensor& self, const at::Tensor& other) {
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("mistakes::add_without_guard", "")
+                             .typed<at::Tensor(const at::Tensor&, const at::Tensor&)>();
+  return op.call(self, other);  // BUG: autograd is still in the key set, so this re-enters below
+}
+
+at::Tensor add_below_autograd(const at::Tensor& self, const at::Tensor& other) {
+  at::AutoDispatchBelowADInplaceOrView guard;
+  return myops::myadd(self, other);
+}
+
+// An addition whose forward is `kForward`; the backward is right in both cases.
+template <at::Tensor (*kForward)(const at::Tensor&, const at::Tensor&)>
+class AddFunction : public torch::autograd::Function<AddFunction<kForward>> {
+ public:
+  static at::Tensor forward(AutogradContext* /*ctx*/, const at::Tensor& self, const at::Tensor& other) {
+    return kForward(self, other);
+  }
+  static variable_list backward(AutogradContext* /*ctx*/, variable_list grad_outputs) {
+    return {grad_outputs[0], grad_outputs[0]};
+  }
+};
+
+// BEGIN without_guard
+at::Tensor add_without_guard_autograd(const at::Tensor& self, const at::Tensor& other) {
+  return AddFunction<add_without_guard>::apply(self, other);
+}
+// END without_guard
+
+// BEGIN indexed
+at::Tensor add_indexed_autograd(const at::Tensor& self, const at::Tensor& other) {
+  return AddFunction<add_below_autograd>::apply(self, other)[0];  // BUG: row 0 of the result
+}
+// END indexed
+
+}  // namespace
+
+TORCH_LIBRARY(mistakes, m) {
+  m.def("add_without_guard(Tensor self, Tensor other) -> Tensor");
+  m.def("add_indexed(Tensor self, Tensor other) -> Tensor");
+}
+
+// Below autograd both are plain additions.
+TORCH_LIBRARY_IMPL(mistakes, CPU, m) {
+  m.impl("add_without_guard", &myops::myadd);
+  m.impl("add_indexed", &myops::myadd);
+}
+
+TORCH_LIBRARY_IMPL(mistakes, Autograd, m) {
+  m.impl("add_without_guard", &add_without_guard_autograd);
+  m.impl("add_indexed", &add_indexed_autograd);
+}

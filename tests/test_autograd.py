@@ -1,0 +1,95 @@
+"""The autograd layer: gradients against ATen, gradcheck, double backward, and the two classic mistakes."""
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+from torch.autograd import gradcheck, gradgradcheck
+
+import myops
+from myops import dispatch
+
+OPS = {"myadd": (myops.myadd, torch.add), "mymatmul": (myops.mymatmul, torch.matmul)}
+
+
+def grad_inputs(name, dtype, layout):
+    g = torch.Generator().manual_seed(1)
+    x, y = (torch.randn(shape, generator=g, dtype=dtype) for shape in ((6, 5), (5, 6) if name == "mymatmul" else (6, 5)))
+    if layout == "transposed":
+        x, y = x.t().contiguous().t(), y.t().contiguous().t()
+    return x.requires_grad_(), y.requires_grad_()
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "transposed"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("name", OPS)
+def test_grads_match_aten(layers, name, dtype, layout):
+    ours, aten = OPS[name]
+    x, y = grad_inputs(name, dtype, layout)
+    x_ref, y_ref = (t.detach().clone().requires_grad_() for t in (x, y))
+    out, expected = ours(x, y), aten(x_ref, y_ref)
+    assert out.grad_fn is not None and out.requires_grad
+    grad = torch.randn_like(out)
+    out.backward(grad)
+    expected.backward(grad)
+    tol = {"rtol": 1e-2, "atol": 1e-2} if dtype == torch.bfloat16 else {}
+    torch.testing.assert_close(x.grad, x_ref.grad, **tol)
+    torch.testing.assert_close(y.grad, y_ref.grad, **tol)
+
+
+@pytest.mark.parametrize("name", OPS)
+def test_gradcheck_and_gradgradcheck(layers, name):
+    x, y = grad_inputs(name, torch.float64, "contiguous")
+    assert gradcheck(OPS[name][0], (x, y))
+    assert gradgradcheck(OPS[name][0], (x, y))
+
+
+def test_only_needed_gradients_are_computed(layers):
+    x = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(3, 2, dtype=torch.float64)  # a constant
+    myops.mymatmul(x, w).sum().backward()
+    torch.testing.assert_close(x.grad, torch.ones(4, 2, dtype=torch.float64) @ w.t())
+
+
+def test_regression_32x32_shape_and_grads(layers):
+    # The 2020 tutorial's autograd kernel returned apply(...)[0]: the first row, silently.
+    x, y = torch.randn(32, 32, requires_grad=True), torch.randn(32, 32, requires_grad=True)
+    out = myops.myadd(x, y)
+    assert out.shape == (32, 32)
+    torch.testing.assert_close(out, x + y, rtol=0, atol=0)
+    out.sum().backward()
+    assert torch.equal(x.grad, torch.ones(32, 32)) and torch.equal(y.grad, torch.ones(32, 32))
+
+
+def test_no_grad_records_nothing(layers):
+    x = torch.randn(3, requires_grad=True)
+    with torch.no_grad():
+        assert myops.myadd(x, x).grad_fn is None
+
+
+def test_registered_on_the_autograd_alias(layers):
+    for op in ("myops::myadd", "myops::mymatmul"):
+        table = {entry.key: entry for entry in dispatch.dispatch_table(op)}
+        folder = f"csrc/autograd/{op.split('::')[1]}.cpp"
+        assert table["AutogradCPU"].source == table["AutogradCUDA"].source == folder
+
+
+def test_indexed_apply_mistake_returns_one_row():
+    myops.load("mistakes")
+    x, y = torch.randn(32, 32, requires_grad=True), torch.randn(32, 32, requires_grad=True)
+    out = torch.ops.mistakes.add_indexed(x, y)
+    assert out.shape == (32,)  # the bug the regression test above guards against
+
+
+def test_missing_guard_recurses_until_the_process_dies():
+    code = """
+        import torch, myops
+        myops.load("schema", "cpu", "mistakes")
+        x = torch.randn(3, requires_grad=True)
+        torch.ops.mistakes.add_without_guard(x, x)
+        print("returned")
+        """
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode < 0 and "returned" not in result.stdout  # killed by a signal (stack overflow)
