@@ -16,7 +16,7 @@ def cells(path):
 
 def test_notebooks_are_numbered():
     names = [p.stem for p in NOTEBOOKS]
-    assert names[:3] == ["00_dispatcher_tour", "01_schema", "02_cpu_kernel"]
+    assert names[:5] == ["00_dispatcher_tour", "01_schema", "02_cpu_kernel", "03_cuda_kernel", "04_autograd"]
     assert all(re.fullmatch(r"\d\d_[a-z0-9_]+", name) for name in names)
 
 

@@ -1,11 +1,13 @@
 // The autograd kernel of myops::myadd, registered on the Autograd alias key (which stands for
 // AutogradCPU, AutogradCUDA, ... : one kernel for every backend).
 //
+// BEGIN note
 // NOTE [ Why the autograd kernel excludes itself ]
 // The kernel records a node in the autograd graph, then must run the operator *below* autograd. It
 // does so by calling the dispatch function again with the autograd keys (and ADInplaceOrView)
 // excluded for the current thread, via at::AutoDispatchBelowADInplaceOrView. Without the guard the
 // call would dispatch straight back to this kernel, forever.
+// END note
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
