@@ -18,7 +18,8 @@ def cmake_args() -> list[str]:
     # torch's CMake config of a CUDA build requires a CUDA toolkit even for a CPU-only library.
     home = toolchain.find_cuda_home()
     if home is not None:
-        args.append(f"-DCUDA_TOOLKIT_ROOT_DIR={home}")
+        args += [f"-DCUDA_TOOLKIT_ROOT_DIR={home}", f"-DCMAKE_CUDA_COMPILER={home / 'bin' / 'nvcc'}"]
+    args.append(f"-DMYOPS_CUDA_INCLUDE_DIRS={';'.join(toolchain.cuda_include_paths())}")
     nvrtc = toolchain.nvrtc_library()
     if nvrtc is not None:
         args.append(f"-DCUDA_nvrtc_LIBRARY={nvrtc}")

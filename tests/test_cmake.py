@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from myops import toolchain
 from myops.build import REPO_ROOT
 from myops.cmake_args import cmake_args
 
@@ -25,25 +26,45 @@ def available_cmakes():
 
 
 CMAKES = available_cmakes()
+CMAKE4 = next((v for v in sorted(CMAKES) if v.startswith("4.")), None)
+
+# Runs in a fresh interpreter: the library defines the myops namespace, which the test process has.
+CHECK = """
+import sys, torch
+torch.ops.load_library(sys.argv[1])
+a, b = torch.randn(100, 30).t(), torch.randn(30, 100)
+assert torch.equal(torch.ops.myops.myadd(a, b), a + b)
+x = torch.randn(5, 4, dtype=torch.float64, requires_grad=True)
+w = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+assert torch.autograd.gradcheck(torch.ops.myops.mymatmul, (x, w))
+cuda = [torch._C._dispatch_has_kernel_for_dispatch_key(f"myops::{op}", "CUDA") for op in ("myadd", "mymatmul")]
+print("cuda" if all(cuda) else "cpu" if not any(cuda) else "partial")
+"""
+
+
+def build_and_check(version, *extra):
+    cmake = CMAKES[version]
+    build_dir = REPO_ROOT / "build" / f"cmake-{version}{'-cuda' if extra else ''}"
+    configure = subprocess.run([cmake, "-S", str(REPO_ROOT / "csrc"), "-B", str(build_dir), *cmake_args(), *extra],
+                               capture_output=True, text=True)
+    assert configure.returncode == 0, configure.stderr
+    compile_ = subprocess.run([cmake, "--build", str(build_dir), "--parallel", "2"], capture_output=True, text=True)
+    assert compile_.returncode == 0, compile_.stdout[-3000:]
+    check = subprocess.run([sys.executable, "-c", CHECK, str(build_dir / "libmyops.so")],
+                           capture_output=True, text=True)
+    assert check.returncode == 0, check.stderr
+    return check.stdout.strip()
 
 
 @pytest.mark.parametrize("version", sorted(CMAKES))
 def test_cmake_build_loads_and_computes(version):
-    cmake = CMAKES[version]
-    build_dir = REPO_ROOT / "build" / f"cmake-{version}"
-    subprocess.run([cmake, "-S", str(REPO_ROOT / "csrc"), "-B", str(build_dir), *cmake_args()],
-                   check=True, capture_output=True)
-    subprocess.run([cmake, "--build", str(build_dir), "--parallel", "2"], check=True, capture_output=True)
-    library = build_dir / "libmyops.so"
-    # A fresh interpreter: this library defines the myops namespace, which the test process already has.
-    check = subprocess.run([sys.executable, "-c", f"""
-import torch
-torch.ops.load_library({str(library)!r})
-a, b = torch.randn(100, 30).t(), torch.randn(30, 100)
-assert torch.equal(torch.ops.myops.myadd(a, b), a + b)
-print("ok")
-"""], capture_output=True, text=True)
-    assert check.stdout == "ok\n", check.stderr
+    assert build_and_check(version) == "cpu"
+
+
+@pytest.mark.skipif(CMAKE4 is None or toolchain.cuda_skip_reason() is not None,
+                    reason=f"needs CMake 4 and a CUDA toolchain: {toolchain.cuda_skip_reason()}")
+def test_cmake_build_with_cuda_registers_cuda_kernels():
+    assert build_and_check(CMAKE4, "-DMYOPS_WITH_CUDA=ON") == "cuda"
 
 
 def test_both_major_versions_are_covered():
