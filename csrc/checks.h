@@ -48,4 +48,16 @@ inline void check_mymatmul_inputs(const at::Tensor& self, const at::Tensor& othe
 }
 // END check_mymatmul_inputs
 
+// BEGIN check_myrmsnorm_inputs
+inline void check_myrmsnorm_inputs(const at::Tensor& self, const at::Tensor& weight, double eps) {
+  TORCH_CHECK(self.dim() >= 1, "myops::myrmsnorm: expected a tensor with at least one dimension, got a 0-d "
+              "tensor; normalize a 1-d view of it, e.g. x.reshape(1)");
+  TORCH_CHECK(weight.dim() == 1 && weight.size(0) == self.size(-1),
+              "myops::myrmsnorm: expected weight of shape [", self.size(-1), "] (the last dimension of self), "
+              "got ", weight.sizes());
+  TORCH_CHECK(eps >= 0, "myops::myrmsnorm: eps must be >= 0, got ", eps);
+  check_binary_inputs("myops::myrmsnorm", self, weight);
+}
+// END check_myrmsnorm_inputs
+
 }  // namespace myops

@@ -26,4 +26,23 @@ inline at::Tensor mymatmul(const at::Tensor& self, const at::Tensor& other) {
   return op.call(self, other);
 }
 
+inline at::Tensor myrmsnorm(const at::Tensor& self, const at::Tensor& weight, double eps) {
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("myops::myrmsnorm", /*overload_name=*/"")
+                             .typed<at::Tensor(const at::Tensor&, const at::Tensor&, double)>();
+  return op.call(self, weight, eps);
+}
+
+// Kernels that redispatch (instead of calling) need the operator handle itself.
+inline const c10::TypedOperatorHandle<void(at::Tensor&, const at::Tensor&)>& myadd_inplace_op() {
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("myops::myadd_inplace", /*overload_name=*/"")
+                             .typed<void(at::Tensor&, const at::Tensor&)>();
+  return op;
+}
+
+inline void myadd_inplace(at::Tensor& self, const at::Tensor& other) {
+  myadd_inplace_op().call(self, other);
+}
+
 }  // namespace myops

@@ -17,4 +17,25 @@ TORCH_LIBRARY(myops, m) {
   // Matrix product of two 2-d tensors of the same floating dtype: [n, k] x [k, m] -> [n, m].
   m.def("mymatmul(Tensor self, Tensor other) -> Tensor");
   // END mymatmul
+
+  // BEGIN myrmsnorm
+  // Root-mean-square normalization over the last dimension, scaled by `weight`:
+  // out = self / sqrt(mean(self^2, -1) + eps) * weight. Its backward is not written yet.
+  m.def("myrmsnorm(Tensor self, Tensor weight, float eps=1e-6) -> Tensor");
+  // END myrmsnorm
+
+  // BEGIN inplace
+  // In place: self += other. `Tensor(a!)` says the argument is written and the output is that same
+  // tensor. This is the classic ATen form (like add_).
+  m.def("myadd_(Tensor(a!) self, Tensor other) -> Tensor(a!)");
+  // The same mutation in the form torch.compile and opcheck accept for custom operators: the mutated
+  // argument is annotated and nothing is returned.
+  m.def("myadd_inplace(Tensor(a!) self, Tensor other) -> ()");
+  // END inplace
+
+  // BEGIN view
+  // A view: the transpose of a 2-d tensor, sharing its storage. `Tensor(a)` on both sides says the
+  // output aliases `self` (without `!`: nothing is written).
+  m.def("mytranspose(Tensor(a) self) -> Tensor(a)");
+  // END view
 }

@@ -23,7 +23,7 @@ from myops import toolchain
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 # The layers myops.load() brings in, in this order: each adds kernels for the keys of one stage.
-LAYER_ORDER = ("schema", "cpu", "cuda", "autograd")
+LAYER_ORDER = ("schema", "cpu", "cuda", "composite", "autograd", "inplace_or_view", "autocast", "meta")
 
 CXX_FLAGS = ("-O3", "-fopenmp")  # without -fopenmp, at::parallel_for silently runs on one thread
 LD_FLAGS = ("-fopenmp",)

@@ -1,11 +1,15 @@
-// myops::myadd on CPU: out = self + other, elementwise.
+// The myadd family on CPU, one kernel for three operators:
+//   myops::myadd(self, other) -> out      a new contiguous tensor
+//   myops::myadd_(self, other) -> self    in place (the classic ATen form)
+//   myops::myadd_inplace(self, other)     in place, returning nothing (the torch.compile form)
 //
-// Float16, bfloat16, float32 and float64; inputs of any strides (transposed, sliced, expanded), 0-dim
-// and empty tensors; the output is a new contiguous tensor. Work is split across threads with
-// at::parallel_for, which only runs in parallel because this file is compiled with -fopenmp.
+// Float16, bfloat16, float32 and float64; tensors of any strides (transposed, sliced, expanded), 0-dim
+// and empty tensors. Work is split across threads with at::parallel_for, which only runs in parallel
+// because this file is compiled with -fopenmp.
 #define TORCH_ASSERT_ONLY_METHOD_OPERATORS  // per-operator headers only: faster builds
 #include <ATen/core/Tensor.h>
 #include <ATen/Dispatch.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
 #include <ATen/ops/empty.h>
@@ -19,15 +23,16 @@ namespace {
 constexpr int64_t kGrainSize = 32768;
 
 // BEGIN kernel
+// out = self + other elementwise; `out` may be `self` (in place) and may have any strides.
 template <typename scalar_t>
-void myadd_kernel_impl(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
+void myadd_kernel_impl(const at::Tensor& self, const at::Tensor& other, const at::Tensor& out) {
   // Half and bfloat16 are added in float, then rounded once, as ATen does.
   using opmath_t = at::opmath_type<scalar_t>;
   const scalar_t* a = self.const_data_ptr<scalar_t>();
   const scalar_t* b = other.const_data_ptr<scalar_t>();
   scalar_t* o = out.mutable_data_ptr<scalar_t>();
 
-  if (self.is_contiguous() && other.is_contiguous()) {
+  if (self.is_contiguous() && other.is_contiguous() && out.is_contiguous()) {
     // Fast path: one flat loop the compiler vectorizes.
     at::parallel_for(0, out.numel(), kGrainSize, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
@@ -38,48 +43,73 @@ void myadd_kernel_impl(const at::Tensor& self, const at::Tensor& other, at::Tens
   }
 
   // General path: walk the output in rows of its last dimension; each row finds where it starts in
-  // `self` and `other` from their strides (a stride of 0 is an expanded dimension).
+  // each tensor from its strides (a stride of 0 is an expanded dimension).
   const int64_t ndim = out.dim();
   const auto sizes = out.sizes();
   const auto sa = self.strides();
   const auto sb = other.strides();
+  const auto so = out.strides();
   const int64_t row_len = sizes[ndim - 1];
   const int64_t step_a = sa[ndim - 1];
   const int64_t step_b = sb[ndim - 1];
+  const int64_t step_o = so[ndim - 1];
   const int64_t rows = out.numel() / row_len;
   const int64_t rows_per_task = std::max<int64_t>(1, kGrainSize / row_len);
   at::parallel_for(0, rows, rows_per_task, [&](int64_t begin, int64_t end) {
     for (int64_t row = begin; row < end; ++row) {
-      int64_t offset_a = 0, offset_b = 0, rest = row;
+      int64_t offset_a = 0, offset_b = 0, offset_o = 0, rest = row;
       for (int64_t d = ndim - 2; d >= 0; --d) {
         const int64_t index = rest % sizes[d];
         rest /= sizes[d];
         offset_a += index * sa[d];
         offset_b += index * sb[d];
+        offset_o += index * so[d];
       }
-      scalar_t* o_row = o + row * row_len;
       for (int64_t j = 0; j < row_len; ++j) {
-        o_row[j] = static_cast<scalar_t>(static_cast<opmath_t>(a[offset_a + j * step_a]) +
-                                         static_cast<opmath_t>(b[offset_b + j * step_b]));
+        o[offset_o + j * step_o] = static_cast<scalar_t>(static_cast<opmath_t>(a[offset_a + j * step_a]) +
+                                                         static_cast<opmath_t>(b[offset_b + j * step_b]));
       }
     }
   });
 }
 // END kernel
 
-// BEGIN entry
-at::Tensor myadd_cpu(const at::Tensor& self, const at::Tensor& other) {
-  myops::check_myadd_inputs(self, other);
-  at::Tensor out = at::empty(self.sizes(), self.options().memory_format(at::MemoryFormat::Contiguous));
+void run_myadd(const at::Tensor& self, const at::Tensor& other, const at::Tensor& out) {
   if (out.numel() == 0) {
-    return out;
+    return;
   }
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, self.scalar_type(), "myadd_cpu", [&] {
     myadd_kernel_impl<scalar_t>(self, other, out);
   });
+}
+
+// BEGIN entry
+at::Tensor myadd_cpu(const at::Tensor& self, const at::Tensor& other) {
+  myops::check_myadd_inputs(self, other);
+  at::Tensor out = at::empty(self.sizes(), self.options().memory_format(at::MemoryFormat::Contiguous));
+  run_myadd(self, other, out);
   return out;
 }
 // END entry
+
+// BEGIN inplace
+at::Tensor& myadd__cpu(at::Tensor& self, const at::Tensor& other) {
+  myops::check_myadd_inputs(self, other);
+  // Writing through a tensor whose elements share memory (expanded), or reading from one that
+  // partially overlaps what is written, would depend on the order of the loop.
+  TORCH_CHECK(at::has_internal_overlap(self) != at::MemOverlap::Yes,
+              "myops::myadd_: self has elements that share memory (e.g. it was expanded); "
+              "write into self.clone() instead");
+  TORCH_CHECK(at::get_overlap_status(self, other) != at::MemOverlapStatus::Partial,
+              "myops::myadd_: self and other partially overlap in memory; pass other.clone()");
+  run_myadd(self, other, self);
+  return self;
+}
+
+void myadd_inplace_cpu(at::Tensor& self, const at::Tensor& other) {
+  myadd__cpu(self, other);
+}
+// END inplace
 
 }  // namespace
 
@@ -87,5 +117,7 @@ at::Tensor myadd_cpu(const at::Tensor& self, const at::Tensor& other) {
 // Runs only for tensors whose highest backend key is CPU; other devices never reach this kernel.
 TORCH_LIBRARY_IMPL(myops, CPU, m) {
   m.impl("myadd", &myadd_cpu);
+  m.impl("myadd_", &myadd__cpu);
+  m.impl("myadd_inplace", &myadd_inplace_cpu);
 }
 // END registration

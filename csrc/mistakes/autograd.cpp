@@ -1,5 +1,4 @@
-// Two classic mistakes in autograd kernels, kept runnable for notebook 04 and the tests. They live in
-// their own namespace, `mistakes`, so loading this library never changes myops.
+// Two classic mistakes in autograd kernels (schemas in schema.cpp of this folder):
 //
 //   mistakes::add_without_guard  the forward calls the operator again without excluding autograd:
 //                                the call re-enters this autograd kernel until the stack overflows.
@@ -53,17 +52,6 @@ at::Tensor add_indexed_autograd(const at::Tensor& self, const at::Tensor& other)
 // END indexed
 
 }  // namespace
-
-TORCH_LIBRARY(mistakes, m) {
-  m.def("add_without_guard(Tensor self, Tensor other) -> Tensor");
-  m.def("add_indexed(Tensor self, Tensor other) -> Tensor");
-}
-
-// Below autograd both are plain additions.
-TORCH_LIBRARY_IMPL(mistakes, CPU, m) {
-  m.impl("add_without_guard", &myops::myadd);
-  m.impl("add_indexed", &myops::myadd);
-}
 
 TORCH_LIBRARY_IMPL(mistakes, Autograd, m) {
   m.impl("add_without_guard", &add_without_guard_autograd);
