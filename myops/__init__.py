@@ -7,7 +7,7 @@ from myops.build import (
     load_layer,
     loaded_layers,
 )
-from myops.ops import myadd, mymatmul
+from myops.ops import myadd, myadd_, myadd_inplace, mymatmul, myrmsnorm, mytranspose
 from myops.source import show
 
 __all__ = [
@@ -18,6 +18,10 @@ __all__ = [
     "load_layer",
     "loaded_layers",
     "myadd",
+    "myadd_",
+    "myadd_inplace",
     "mymatmul",
+    "myrmsnorm",
+    "mytranspose",
     "show",
 ]

@@ -52,16 +52,11 @@ def test_bad_input_message(layers, x, y, message):
     assert str(error.value).splitlines()[0] == message
 
 
-def test_meta_tensors_get_the_dispatcher_error(layers):
-    meta = torch.ones(2, device="meta")
-    with pytest.raises(NotImplementedError, match="myops::myadd: attempted to run this operator with Meta"):
-        myops.myadd(meta, meta)
-
-
-def test_registered_for_cpu_only(layers):
+def test_registered_kernels(layers):
     table = {entry.key: entry for entry in dispatch.dispatch_table("myops::myadd")}
     assert table["CPU"].kind == "kernel" and table["CPU"].source == "csrc/cpu/myadd.cpp"
-    assert table["Meta"].kind == "fallback"
+    assert table["Meta"].kind == "kernel" and table["Meta"].source == "csrc/meta/myadd.cpp"
+    assert table["AutocastCPU"].kind == "fallthrough"  # no autocast rule: see test_autocast.py
 
 
 def test_cpu_layer_is_built_with_openmp(layers):
