@@ -1,4 +1,5 @@
 """myops: build, load and call the layered C++ extension of the dispatcher notebooks."""
+from myops.backward import backward_report
 from myops.build import (
     LayerBuildError,
     LayerReloadError,
@@ -14,6 +15,7 @@ __all__ = [
     "LayerBuildError",
     "LayerReloadError",
     "LayerUnavailableError",
+    "backward_report",
     "load",
     "load_layer",
     "loaded_layers",

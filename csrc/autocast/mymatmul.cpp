@@ -1,6 +1,7 @@
 // Autocast for myops::mymatmul: under torch.autocast, run it in the lower-precision type of the
 // device (bfloat16 by default on CPU, float16 on CUDA), like ATen's matmul.
 //
+// BEGIN note
 // NOTE [ Autocast wrappers ]
 // An autocast kernel casts its inputs, then calls the operator again with its own autocast key
 // excluded, so the call goes on to Autograd and the backend. Two details decide whether it works:
@@ -9,6 +10,7 @@
 //  - CPU autocast is its own key, AutocastCPU. The old key name `Autocast` is an alias of
 //    AutocastCUDA, so a wrapper registered there never runs for CPU tensors.
 // One template serves both devices.
+// END note
 #include <ATen/autocast_mode.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/library.h>
