@@ -16,8 +16,8 @@ def cells(path):
 
 def test_notebooks_are_numbered():
     names = [p.stem for p in NOTEBOOKS]
-    assert names[:8] == ["00_dispatcher_tour", "01_schema", "02_cpu_kernel", "03_cuda_kernel", "04_autograd",
-                         "05_not_implemented_fallback", "06_inplace_or_view", "07_autocast"]
+    assert names[:9] == ["00_dispatcher_tour", "01_schema", "02_cpu_kernel", "03_cuda_kernel", "04_autograd",
+                         "05_not_implemented_fallback", "06_inplace_or_view", "07_autocast", "08_performance"]
     assert all(re.fullmatch(r"\d\d_[a-z0-9_]+", name) for name in names)
 
 

@@ -2,6 +2,7 @@
 // the dispatcher: when the gradient is being differentiated again (create_graph=True), those calls
 // land in this same autograd kernel and record their own nodes, so double backward works.
 #include <ATen/core/LegacyTypeDispatch.h>
+#include <ATen/core/grad_mode.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
@@ -40,6 +41,10 @@ class MyMatmulFunction : public torch::autograd::Function<MyMatmulFunction> {
 // END function
 
 at::Tensor mymatmul_autograd(const at::Tensor& self, const at::Tensor& other) {
+  if (!at::GradMode::is_enabled() || !(self.requires_grad() || other.requires_grad())) {
+    at::AutoDispatchBelowADInplaceOrView guard;  // nothing to record, see myadd.cpp
+    return myops::mymatmul(self, other);
+  }
   return MyMatmulFunction::apply(self, other);
 }
 
