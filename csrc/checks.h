@@ -28,11 +28,11 @@ inline void check_binary_inputs(const char* op, const at::Tensor& self, const at
 // END check_binary_inputs
 
 // BEGIN check_myadd_inputs
-inline void check_myadd_inputs(const at::Tensor& self, const at::Tensor& other) {
-  TORCH_CHECK(self.sizes() == other.sizes(),
-              "myops::myadd: expected tensors of the same shape, got ", self.sizes(), " and ",
-              other.sizes(), "; broadcast them first, e.g. with torch.broadcast_tensors");
-  check_binary_inputs("myops::myadd", self, other);
+// `op` names the family member that is checking: myadd, myadd_ or myadd_inplace.
+inline void check_myadd_inputs(const at::Tensor& self, const at::Tensor& other, const char* op = "myops::myadd") {
+  TORCH_CHECK(self.sizes() == other.sizes(), op, ": expected tensors of the same shape, got ", self.sizes(),
+              " and ", other.sizes(), "; broadcast them first, e.g. with torch.broadcast_tensors");
+  check_binary_inputs(op, self, other);
 }
 // END check_myadd_inputs
 
@@ -54,8 +54,8 @@ inline void check_myrmsnorm_inputs(const at::Tensor& self, const at::Tensor& wei
               "tensor; normalize a 1-d view of it, e.g. x.reshape(1)");
   TORCH_CHECK(weight.dim() == 1 && weight.size(0) == self.size(-1),
               "myops::myrmsnorm: expected weight of shape [", self.size(-1), "] (the last dimension of self), "
-              "got ", weight.sizes());
-  TORCH_CHECK(eps >= 0, "myops::myrmsnorm: eps must be >= 0, got ", eps);
+              "got ", weight.sizes(), "; pass one weight per element of the last dimension");
+  TORCH_CHECK(eps >= 0, "myops::myrmsnorm: eps must be >= 0, got ", eps, "; pass a small positive eps such as 1e-6");
   check_binary_inputs("myops::myrmsnorm", self, weight);
 }
 // END check_myrmsnorm_inputs

@@ -13,6 +13,7 @@ import hashlib
 import logging
 import os
 import re
+import shutil
 import time
 from pathlib import Path
 
@@ -133,9 +134,18 @@ class Builder:
         cuda = self.is_cuda(layer)
         if cuda and (reason := toolchain.cuda_skip_reason()):
             raise LayerUnavailableError(f"myops: layer {layer!r} cannot be built here: {reason}")
+        compiler = os.environ.get("CXX", "c++")  # what cpp_extension compiles with
+        if shutil.which(compiler) is None:
+            raise LayerBuildError(f"myops: no C++ compiler {compiler!r} found to build layer {layer!r}; install "
+                                  "g++ (or clang++), or point the CXX environment variable at one")
 
         out_dir = self.build_dir / layer
-        out_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            out_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise LayerBuildError(f"myops: cannot create the build directory {_relative(out_dir)} for layer "
+                                  f"{layer!r} ({error.strerror}); make it a writable folder, or remove it "
+                                  "(make clean)") from None
         library = self.library_path(layer)
         with self._exclusive(layer, out_dir):
             built_before = library.stat().st_mtime_ns if library.exists() else None

@@ -6,6 +6,7 @@ import sys
 import textwrap
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 import torch
@@ -164,3 +165,37 @@ def test_arch_list_is_overridable(monkeypatch):
     monkeypatch.delenv("TORCH_CUDA_ARCH_LIST")
     if not torch.cuda.is_available():
         assert toolchain.cuda_arch_list() == toolchain.DEFAULT_CUDA_ARCH_LIST
+
+
+def test_missing_compiler_is_named(tmp_path, monkeypatch):
+    csrc, build_dir = make_tree(tmp_path, "unused")
+    monkeypatch.setenv("CXX", "no-such-c++")
+    with pytest.raises(build.LayerBuildError, match=r"^myops: no C\+\+ compiler 'no-such-c\+\+' found to build "
+                       r"layer 'probe'; install g\+\+ \(or clang\+\+\), or point the CXX environment variable"):
+        build.Builder(csrc, build_dir).load("probe")
+
+
+def test_unusable_build_directory_is_named(tmp_path):
+    csrc, _ = make_tree(tmp_path, "unused")
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")  # a file where the build directory should be: not even root can create it
+    with pytest.raises(build.LayerBuildError, match=r"^myops: cannot create the build directory .* for layer "
+                       r"'probe' \(Not a directory\); make it a writable folder, or remove it"):
+        build.Builder(csrc, blocker / "build").load("probe")
+
+
+def test_builds_need_no_network(tmp_path):
+    # A build in a network namespace of its own, which has no route anywhere: nothing is downloaded.
+    if subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode != 0:
+        pytest.skip("unshare -n is not permitted here")
+    csrc, build_dir = make_tree(tmp_path, f"probe_{uuid.uuid4().hex[:8]}")
+    result = subprocess.run(["unshare", "-n", sys.executable, "-c", textwrap.dedent(LOAD_PROBE), str(csrc),
+                             str(build_dir)], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("myops: built layer probe")
+
+
+def test_libraries_load_only_from_the_build_directory(layers):
+    mapped = {line.split()[-1] for line in open("/proc/self/maps") if "myops_" in line and line.endswith(".so\n")}
+    assert mapped, "no myops library is mapped"
+    assert all(Path(path).is_relative_to(build.REPO_ROOT / "build") for path in mapped), mapped

@@ -40,8 +40,10 @@ def test_myrmsnorm_eps_is_used(layers):
      "myops::myrmsnorm: expected a tensor with at least one dimension, got a 0-d tensor; "
      "normalize a 1-d view of it, e.g. x.reshape(1)"),
     (torch.ones(2, 3), torch.ones(4), 1e-6,
-     "myops::myrmsnorm: expected weight of shape [3] (the last dimension of self), got [4]"),
-    (torch.ones(2, 3), torch.ones(3), -1.0, "myops::myrmsnorm: eps must be >= 0, got -1"),
+     "myops::myrmsnorm: expected weight of shape [3] (the last dimension of self), got [4]; "
+     "pass one weight per element of the last dimension"),
+    (torch.ones(2, 3), torch.ones(3), -1.0,
+     "myops::myrmsnorm: eps must be >= 0, got -1; pass a small positive eps such as 1e-6"),
     (torch.ones(2, 3, dtype=torch.bfloat16), torch.ones(3), 1e-6,
      "myops::myrmsnorm: expected tensors of the same dtype, got BFloat16 and Float; convert one with .to(dtype)"),
 ])

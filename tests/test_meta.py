@@ -23,7 +23,7 @@ def test_shapes(layers):
     (lambda: myops.myadd(meta(2, 3), meta(3)), "myops::myadd: expected tensors of the same shape"),
     (lambda: myops.mymatmul(meta(2, 3), meta(4, 5)), "myops::mymatmul: inner dimensions differ"),
     (lambda: myops.myrmsnorm(meta(2, 3), meta(4)), "myops::myrmsnorm: expected weight of shape [3]"),
-    (lambda: myops.myadd_(meta(2, 3), meta(2, 3, dtype=torch.float64)), "myops::myadd: expected tensors of the same dtype"),
+    (lambda: myops.myadd_(meta(2, 3), meta(2, 3, dtype=torch.float64)), "myops::myadd_: expected tensors of the same dtype"),
 ])
 def test_same_errors_as_the_real_kernels(layers, call, message):
     with pytest.raises(RuntimeError) as error:

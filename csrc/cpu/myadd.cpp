@@ -93,21 +93,24 @@ at::Tensor myadd_cpu(const at::Tensor& self, const at::Tensor& other) {
 // END entry
 
 // BEGIN inplace
-at::Tensor& myadd__cpu(at::Tensor& self, const at::Tensor& other) {
-  myops::check_myadd_inputs(self, other);
+at::Tensor& add_into_self(const char* op, at::Tensor& self, const at::Tensor& other) {
+  myops::check_myadd_inputs(self, other, op);
   // Writing through a tensor whose elements share memory (expanded), or reading from one that
   // partially overlaps what is written, would depend on the order of the loop.
-  TORCH_CHECK(at::has_internal_overlap(self) != at::MemOverlap::Yes,
-              "myops::myadd_: self has elements that share memory (e.g. it was expanded); "
-              "write into self.clone() instead");
-  TORCH_CHECK(at::get_overlap_status(self, other) != at::MemOverlapStatus::Partial,
-              "myops::myadd_: self and other partially overlap in memory; pass other.clone()");
+  TORCH_CHECK(at::has_internal_overlap(self) != at::MemOverlap::Yes, op,
+              ": self has elements that share memory (e.g. it was expanded); write into self.clone() instead");
+  TORCH_CHECK(at::get_overlap_status(self, other) != at::MemOverlapStatus::Partial, op,
+              ": self and other partially overlap in memory; pass other.clone()");
   run_myadd(self, other, self);
   return self;
 }
 
+at::Tensor& myadd__cpu(at::Tensor& self, const at::Tensor& other) {
+  return add_into_self("myops::myadd_", self, other);
+}
+
 void myadd_inplace_cpu(at::Tensor& self, const at::Tensor& other) {
-  myadd__cpu(self, other);
+  add_into_self("myops::myadd_inplace", self, other);
 }
 // END inplace
 

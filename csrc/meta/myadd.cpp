@@ -17,12 +17,12 @@ at::Tensor myadd_meta(const at::Tensor& self, const at::Tensor& other) {
 }
 
 at::Tensor& myadd__meta(at::Tensor& self, const at::Tensor& other) {
-  myops::check_myadd_inputs(self, other);
+  myops::check_myadd_inputs(self, other, "myops::myadd_");
   return self;
 }
 
 void myadd_inplace_meta(at::Tensor& self, const at::Tensor& other) {
-  myops::check_myadd_inputs(self, other);
+  myops::check_myadd_inputs(self, other, "myops::myadd_inplace");
 }
 // END kernels
 
