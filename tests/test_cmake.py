@@ -56,15 +56,18 @@ def build_and_check(version, *extra):
     return check.stdout.strip()
 
 
-# Each CMake builds once: CMake 4 with the CUDA layer where it can be compiled (CMake 3.25 does not know
-# nvcc 13's C++20 dialect), every other configuration without.
+# Each CMake builds once. CMake 4 builds every layer, with CUDA where it can be compiled (CMake 3.25 does
+# not know nvcc 13's C++20 dialect); other versions build the layers the check needs (MYOPS_LAYERS).
 WITH_CUDA = toolchain.cuda_skip_reason() is None
 
 
 @pytest.mark.parametrize("version", sorted(CMAKES))
 def test_cmake_build_loads_and_computes(version):
-    cuda = WITH_CUDA and version == CMAKE4
-    assert build_and_check(version, *(["-DMYOPS_WITH_CUDA=ON"] if cuda else [])) == ("cuda" if cuda else "cpu")
+    if version == CMAKE4:
+        cuda = WITH_CUDA
+        assert build_and_check(version, *(["-DMYOPS_WITH_CUDA=ON"] if cuda else [])) == ("cuda" if cuda else "cpu")
+    else:
+        assert build_and_check(version, "-DMYOPS_LAYERS=cpu;autograd") == "cpu"
 
 
 def test_both_major_versions_are_covered():

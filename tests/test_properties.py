@@ -69,3 +69,24 @@ def test_gradients_are_atens(layers, data, n, k, m):
     theirs = torch.autograd.grad(torch.matmul(x + z, y), (x, y, z), upstream)
     for a, b in zip(ours, theirs):
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+
+
+@SETTINGS
+@given(data=st.data(), shape=st.lists(st.integers(0, 9), min_size=1, max_size=3).map(tuple),
+       dtype=st.sampled_from(DTYPES), returns_self=st.booleans())
+def test_in_place_is_aten_add_(layers, data, shape, dtype, returns_self):
+    # `self` must not be expanded (it is written); `other` may have any layout.
+    self_ = data.draw(strided(shape, dtype).filter(lambda t: 0 not in t.stride() or t.numel() <= 1))
+    other = data.draw(strided(shape, dtype))
+    expected = self_.clone().add_(other)
+    (myops.myadd_ if returns_self else myops.myadd_inplace)(self_, other)
+    torch.testing.assert_close(self_, expected, rtol=0, atol=0)
+
+
+@SETTINGS
+@given(data=st.data(), rows=st.integers(0, 9), cols=st.integers(0, 9), dtype=st.sampled_from(DTYPES))
+def test_transpose_is_a_view_like_t(layers, data, rows, cols, dtype):
+    x = data.draw(strided((rows, cols), dtype))
+    view = myops.mytranspose(x)
+    assert view._is_view() and view._base is (x if x._base is None else x._base)
+    assert view.stride() == x.t().stride() and torch.equal(view, x.t())
