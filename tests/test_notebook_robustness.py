@@ -6,7 +6,8 @@ from pathlib import Path
 import nbformat
 import pytest
 from nbclient import NotebookClient
-from nbclient.exceptions import CellExecutionError
+from nbclient.exceptions import CellExecutionError, DeadKernelError
+from nbclient.util import run_sync
 
 from myops.build import REPO_ROOT
 
@@ -29,7 +30,21 @@ def test_running_every_cell_twice_keeps_the_kernel_alive(path):
                 except CellExecutionError:
                     expected = round_ == 2 or "raises-exception" in cell.metadata.get("tags", [])
                     assert expected, f"round 1, cell {index} failed"
-            assert client.km.is_alive(), f"the kernel died in round {round_}"
+            assert kernel_alive(client), f"the kernel died in round {round_}"
+
+
+def kernel_alive(client):
+    return run_sync(client.km.is_alive)()
+
+
+def test_a_dead_kernel_is_detected():
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_code_cell("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")]
+    client = NotebookClient(notebook, timeout=60, kernel_name="python3")
+    with client.setup_kernel():
+        with pytest.raises(DeadKernelError):
+            client.execute_cell(notebook.cells[0], 0)
+        assert not kernel_alive(client)
 
 
 def test_a_hung_cell_is_stopped_by_the_cell_timeout(tmp_path):
