@@ -258,3 +258,22 @@ def load(*layers: str) -> list[str]:
 def loaded_layers() -> list[str]:
     """The layers loaded into this process so far, in load order."""
     return _BUILDER.loaded_layers()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m myops.build [LAYER ...]`: build and load layers in a fresh process (a prebuild)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m myops.build", description=main.__doc__)
+    parser.add_argument("layers", nargs="*", help="layers to build (default: every layer of the course)")
+    parser.add_argument("--csrc", type=Path, default=REPO_ROOT / "csrc", help="the C++ tree")
+    parser.add_argument("--build", type=Path, default=REPO_ROOT / "build", help="where the libraries go")
+    parser.add_argument("--prefix", default="myops_", help="library name prefix")
+    args = parser.parse_args(argv)
+    builder = Builder(args.csrc, args.build, args.prefix)
+    for layer in args.layers or [name for name in LAYER_ORDER if name in builder.layers()]:
+        builder.load(layer)
+
+
+if __name__ == "__main__":
+    main()

@@ -10,7 +10,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import textwrap
 from pathlib import Path
 
 import torch
@@ -82,19 +81,11 @@ def call_overhead(elements=16, min_run_time=0.5) -> dict:
 
 
 # -- build times -------------------------------------------------------------------------------------
-_BUILD_ONE = textwrap.dedent("""
-    import sys
-    from pathlib import Path
-    from myops.build import Builder
-    Builder(Path(sys.argv[1]), Path(sys.argv[2]), prefix=sys.argv[3]).load(sys.argv[4])
-    """)
-
-
 def _cold_build_seconds(csrc: Path, layer: str, prefix: str) -> float:
     """Build `layer` of `csrc` into a fresh directory, in a fresh process; the helper's own timing line."""
     with tempfile.TemporaryDirectory(dir=REPO_ROOT / "build") as build_dir:
-        result = subprocess.run([sys.executable, "-c", _BUILD_ONE, str(csrc), build_dir, prefix, layer],
-                                capture_output=True, text=True, check=True)
+        result = subprocess.run([sys.executable, "-m", "myops.build", "--csrc", str(csrc), "--build", build_dir,
+                                 "--prefix", prefix, layer], capture_output=True, text=True, check=True)
     return float(re.search(r"built layer \S+ in ([0-9.]+) s", result.stdout).group(1))
 
 

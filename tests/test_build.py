@@ -29,18 +29,14 @@ def make_tree(root, namespace, op="probe"):
     return csrc, root / "build"
 
 
-def run_python(code, *args, **kwargs):
-    """Run `code` in a fresh interpreter (a layer can be loaded once per process)."""
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code), *map(str, args)],
-                          capture_output=True, text=True, **kwargs)
+def load_probe_command(csrc, build_dir):
+    """Build and load the probe layer in a fresh interpreter (a layer can be loaded once per process)."""
+    return [sys.executable, "-m", "myops.build", "--csrc", str(csrc), "--build", str(build_dir),
+            "--prefix", "probe_", "probe"]
 
 
-LOAD_PROBE = """
-    import sys
-    from pathlib import Path
-    from myops.build import Builder
-    Builder(Path(sys.argv[1]), Path(sys.argv[2]), prefix="probe_").load("probe")
-    """
+def load_probe(csrc, build_dir, **kwargs):
+    return subprocess.run(load_probe_command(csrc, build_dir), capture_output=True, text=True, **kwargs)
 
 
 @pytest.fixture(scope="module")
@@ -51,19 +47,19 @@ def probe_tree(tmp_path_factory):
 
 def test_first_build_prints_one_line_then_up_to_date_is_silent(probe_tree):
     csrc, build_dir = probe_tree
-    first = run_python(LOAD_PROBE, csrc, build_dir)
+    first = load_probe(csrc, build_dir)
     assert first.returncode == 0, first.stderr
     assert first.stdout.startswith("myops: built layer probe in ") and first.stdout.count("\n") == 1
     library = build_dir / "probe" / "probe_probe.so"
     built_at = library.stat().st_mtime_ns
 
-    second = run_python(LOAD_PROBE, csrc, build_dir)
+    second = load_probe(csrc, build_dir)
     assert second.returncode == 0, second.stderr
     assert second.stdout == ""
     assert library.stat().st_mtime_ns == built_at
 
 
-def test_changed_layer_is_refused_in_the_same_process(probe_tree, tmp_path):
+def test_changed_layer_is_refused_in_the_same_process(tmp_path):
     csrc, _ = make_tree(tmp_path, f"probe_{uuid.uuid4().hex[:8]}")
     builder = build.Builder(csrc, tmp_path / "build", prefix=f"probe_{uuid.uuid4().hex[:8]}_")
     builder.load("probe")
@@ -85,8 +81,7 @@ def test_header_change_counts_as_a_change(tmp_path):
 
 def test_killed_build_is_recovered_with_a_message(tmp_path):
     csrc, build_dir = make_tree(tmp_path, f"probe_{uuid.uuid4().hex[:8]}")
-    victim = subprocess.Popen([sys.executable, "-c", textwrap.dedent(LOAD_PROBE), str(csrc), str(build_dir)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    victim = subprocess.Popen(load_probe_command(csrc, build_dir), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     marker = build_dir / "probe" / "BUILDING"
     deadline = time.monotonic() + 60
     while not marker.exists():
@@ -97,7 +92,7 @@ def test_killed_build_is_recovered_with_a_message(tmp_path):
     # What a killed build of torch <= 2.13 leaves behind, and what it then waits on forever.
     (build_dir / "probe" / "lock").touch()
 
-    recovered = run_python(LOAD_PROBE, csrc, build_dir, timeout=120)
+    recovered = load_probe(csrc, build_dir, timeout=120)
     assert recovered.returncode == 0, recovered.stderr
     lines = recovered.stdout.splitlines()
     assert lines[0] == ("myops: layer probe: an earlier build was interrupted; "
@@ -189,8 +184,8 @@ def test_builds_need_no_network(tmp_path):
     if subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode != 0:
         pytest.skip("unshare -n is not permitted here")
     csrc, build_dir = make_tree(tmp_path, f"probe_{uuid.uuid4().hex[:8]}")
-    result = subprocess.run(["unshare", "-n", sys.executable, "-c", textwrap.dedent(LOAD_PROBE), str(csrc),
-                             str(build_dir)], capture_output=True, text=True, timeout=300)
+    result = subprocess.run(["unshare", "-n", *load_probe_command(csrc, build_dir)], capture_output=True,
+                            text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("myops: built layer probe")
 

@@ -1,7 +1,6 @@
 """Notebooks survive being run twice in one kernel, and a hung cell is stopped by nbval's timeout."""
 import subprocess
 import sys
-from pathlib import Path
 
 import nbformat
 import pytest
