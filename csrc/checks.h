@@ -1,5 +1,8 @@
 // Argument checks shared by every backend of an operator (CPU, CUDA, Meta), so that all of them reject
 // the same inputs with the same message. Each message names the operator and says what to do.
+// Shapes are compared as SymInts (sym_sizes, sym_size): on real tensors they are plain integers, and under
+// torch.compile with dynamic shapes a comparison becomes a guard on symbols instead of fixing each size to
+// the value it had when traced (which would recompile for every new shape).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -30,8 +33,8 @@ inline void check_binary_inputs(const char* op, const at::Tensor& self, const at
 // BEGIN check_myadd_inputs
 // `op` names the family member that is checking: myadd, myadd_ or myadd_inplace.
 inline void check_myadd_inputs(const at::Tensor& self, const at::Tensor& other, const char* op = "myops::myadd") {
-  TORCH_CHECK(self.sizes() == other.sizes(), op, ": expected tensors of the same shape, got ", self.sizes(),
-              " and ", other.sizes(), "; broadcast them first, e.g. with torch.broadcast_tensors");
+  TORCH_CHECK(self.sym_sizes() == other.sym_sizes(), op, ": expected tensors of the same shape, got ",
+              self.sym_sizes(), " and ", other.sym_sizes(), "; broadcast them first, e.g. with torch.broadcast_tensors");
   check_binary_inputs(op, self, other);
 }
 // END check_myadd_inputs
@@ -41,9 +44,9 @@ inline void check_mymatmul_inputs(const at::Tensor& self, const at::Tensor& othe
   TORCH_CHECK(self.dim() == 2 && other.dim() == 2,
               "myops::mymatmul: expected two 2-d tensors, got ", self.dim(), "-d and ", other.dim(),
               "-d; reshape them to matrices, or use torch.matmul for batched products");
-  TORCH_CHECK(self.size(1) == other.size(0),
-              "myops::mymatmul: inner dimensions differ: self is ", self.sizes(), " and other is ",
-              other.sizes(), "; self.shape[1] must equal other.shape[0]");
+  TORCH_CHECK(self.sym_size(1) == other.sym_size(0),
+              "myops::mymatmul: inner dimensions differ: self is ", self.sym_sizes(), " and other is ",
+              other.sym_sizes(), "; self.shape[1] must equal other.shape[0]");
   check_binary_inputs("myops::mymatmul", self, other);
 }
 // END check_mymatmul_inputs
@@ -52,9 +55,9 @@ inline void check_mymatmul_inputs(const at::Tensor& self, const at::Tensor& othe
 inline void check_myrmsnorm_inputs(const at::Tensor& self, const at::Tensor& weight, double eps) {
   TORCH_CHECK(self.dim() >= 1, "myops::myrmsnorm: expected a tensor with at least one dimension, got a 0-d "
               "tensor; normalize a 1-d view of it, e.g. x.reshape(1)");
-  TORCH_CHECK(weight.dim() == 1 && weight.size(0) == self.size(-1),
-              "myops::myrmsnorm: expected weight of shape [", self.size(-1), "] (the last dimension of self), "
-              "got ", weight.sizes(), "; pass one weight per element of the last dimension");
+  TORCH_CHECK(weight.dim() == 1 && weight.sym_size(0) == self.sym_size(-1),
+              "myops::myrmsnorm: expected weight of shape [", self.sym_size(-1), "] (the last dimension of self), "
+              "got ", weight.sym_sizes(), "; pass one weight per element of the last dimension");
   TORCH_CHECK(eps >= 0, "myops::myrmsnorm: eps must be >= 0, got ", eps, "; pass a small positive eps such as 1e-6");
   check_binary_inputs("myops::myrmsnorm", self, weight);
 }

@@ -30,14 +30,20 @@ class Entry:
     kind: str  # "kernel", "fallback", "fallthrough" or "none"
     source: str  # "csrc/..." for our kernels, "torch" for PyTorch's, "" for none
 
+    def format(self, key_width: int = 16) -> str:
+        return f"{self.key:<{key_width}}{self.kind:<12}{self.source}"
+
     def __str__(self) -> str:
-        return f"{self.key:<16}{self.kind:<12}{self.source}"
+        return self.format()
 
 
 def _source(where: str) -> str:
     path = where.rsplit(":", 1)[0]
     csrc = str(REPO_ROOT / "csrc") + "/"
-    return "csrc/" + path[len(csrc):] if path.startswith(csrc) else "torch"
+    if path.startswith(csrc):
+        return "csrc/" + path[len(csrc):]
+    # Kernels registered from Python are filed under the torch.library line that registered them.
+    return "Python (torch.library)" if path.endswith(".py") else "torch"
 
 
 def dispatch_table(op: str, keys: tuple[str, ...] = COURSE_KEYS) -> list[Entry]:
@@ -54,8 +60,9 @@ def dispatch_table(op: str, keys: tuple[str, ...] = COURSE_KEYS) -> list[Entry]:
 
 def format_table(op: str, keys: tuple[str, ...] = COURSE_KEYS) -> str:
     """The dispatch table of `op` as aligned text, one key per line, highest priority first."""
-    header = f"{'key':<16}{'runs':<12}from"
-    return "\n".join([f"{op}", header] + [str(entry) for entry in dispatch_table(op, keys)])
+    width = max([16] + [len(key) + 1 for key in keys])
+    header = f"{'key':<{width}}{'runs':<12}from"
+    return "\n".join([f"{op}", header] + [entry.format(width) for entry in dispatch_table(op, keys)])
 
 
 _COLORS = {"kernel": "#4c9f70", "fallback": "#e0a458", "fallthrough": "#9db4c0", "none": "#e9e9e9"}

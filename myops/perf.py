@@ -24,6 +24,11 @@ def _median_seconds(stmt: str, num_threads: int, min_run_time: float, **values) 
     return timer.blocked_autorange(min_run_time=min_run_time).median
 
 
+def seconds_per_call(fn, *args, min_run_time: float = 0.2) -> float:
+    """Median seconds of one call fn(*args), with the process's threads."""
+    return _median_seconds("fn(*args)", torch.get_num_threads(), min_run_time, fn=fn, args=args)
+
+
 def _sync(device: str) -> str:
     return "; torch.cuda.synchronize()" if device == "cuda" else ""
 
@@ -159,6 +164,22 @@ def plot_overhead(micros):
     ax.barh(names, [micros[k] for k in names], color=["#9db4c0", "#4c9f70", "#4c9f70"])
     ax.set_xlabel("microseconds per call (16 elements, one thread)")
     ax.invert_yaxis()
+    fig.tight_layout()
+    return fig
+
+
+def plot_vmap(batch_sizes, fallback_seconds, rule_seconds, title):
+    """Time per vmap call against the batch size: functorch's per-element fallback vs a batching rule."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(7, 3))
+    ax = fig.subplots()
+    ax.loglog(batch_sizes, [s * 1e6 for s in fallback_seconds], "o-", color="#e0a458", label="fallback (a loop)")
+    ax.loglog(batch_sizes, [s * 1e6 for s in rule_seconds], "o-", color="#4c9f70", label="batching rule")
+    ax.set_xlabel("batch size")
+    ax.set_ylabel("microseconds per vmap call")
+    ax.set_title(title, fontsize=10)
+    ax.legend(frameon=False)
     fig.tight_layout()
     return fig
 

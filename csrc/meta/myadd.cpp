@@ -13,7 +13,7 @@ namespace {
 // BEGIN kernels
 at::Tensor myadd_meta(const at::Tensor& self, const at::Tensor& other) {
   myops::check_myadd_inputs(self, other);
-  return at::empty(self.sizes(), self.options().memory_format(at::MemoryFormat::Contiguous));
+  return at::empty_symint(self.sym_sizes(), self.options().memory_format(at::MemoryFormat::Contiguous));
 }
 
 at::Tensor& myadd__meta(at::Tensor& self, const at::Tensor& other) {

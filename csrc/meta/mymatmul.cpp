@@ -1,4 +1,5 @@
-// Meta kernel of myops::mymatmul: the output shape [n, m] and the same checks as the real kernels.
+// Meta kernel of myops::mymatmul: the output shape [self.size(0), other.size(1)], as SymInts (see
+// checks.h), and the same checks as the real kernels.
 #define TORCH_ASSERT_ONLY_METHOD_OPERATORS
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
@@ -10,7 +11,7 @@ namespace {
 
 at::Tensor mymatmul_meta(const at::Tensor& self, const at::Tensor& other) {
   myops::check_mymatmul_inputs(self, other);
-  return at::empty({self.size(0), other.size(1)}, self.options());
+  return at::empty_symint({self.sym_size(0), other.sym_size(1)}, self.options());
 }
 
 }  // namespace

@@ -10,7 +10,7 @@ namespace {
 
 at::Tensor myrmsnorm_meta(const at::Tensor& self, const at::Tensor& weight, double eps) {
   myops::check_myrmsnorm_inputs(self, weight, eps);
-  return at::empty(self.sizes(), self.options().memory_format(at::MemoryFormat::Contiguous));
+  return at::empty_symint(self.sym_sizes(), self.options().memory_format(at::MemoryFormat::Contiguous));
 }
 
 }  // namespace
