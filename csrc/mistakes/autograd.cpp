@@ -4,6 +4,8 @@
 //                                the call re-enters this autograd kernel until the stack overflows.
 //   mistakes::add_indexed        the 2020 tutorial's `apply(...)[0]`: apply() returns a Tensor, so [0]
 //                                selects its first row and the caller silently gets the wrong shape.
+//   mistakes::twice              (for opcheck, see opcheck.cpp) the backward calls an operator that
+//                                has no Meta kernel: eager autograd works, tracing the backward cannot.
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
@@ -51,9 +53,33 @@ at::Tensor add_indexed_autograd(const at::Tensor& self, const at::Tensor& other)
 }
 // END indexed
 
+class TwiceFunction : public torch::autograd::Function<TwiceFunction> {
+ public:
+  static at::Tensor forward(AutogradContext* /*ctx*/, const at::Tensor& self) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    static const auto op = c10::Dispatcher::singleton()
+                               .findSchemaOrThrow("mistakes::twice", "")
+                               .typed<at::Tensor(const at::Tensor&)>();
+    return op.call(self);
+  }
+  // BEGIN twice_backward
+  static variable_list backward(AutogradContext* /*ctx*/, variable_list grad_outputs) {
+    static const auto twice_backward = c10::Dispatcher::singleton()
+                                           .findSchemaOrThrow("mistakes::twice_backward", "")
+                                           .typed<at::Tensor(const at::Tensor&)>();
+    return {twice_backward.call(grad_outputs[0])};  // BUG: twice_backward has no Meta kernel
+  }
+  // END twice_backward
+};
+
+at::Tensor twice_autograd(const at::Tensor& self) {
+  return TwiceFunction::apply(self);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(mistakes, Autograd, m) {
+  m.impl("twice", &twice_autograd);
   m.impl("add_without_guard", &add_without_guard_autograd);
   m.impl("add_indexed", &add_indexed_autograd);
 }

@@ -1,0 +1,47 @@
+"""Each broken operator of csrc/mistakes/opcheck.cpp works eagerly and fails exactly the opcheck test it targets."""
+import warnings
+
+import pytest
+import torch
+from torch.library import opcheck
+
+import myops
+
+
+@pytest.fixture(scope="module")
+def mistakes(layers):
+    myops.load("mistakes")
+    return torch.ops.mistakes
+
+
+def randn(*shape, grad=False):
+    return torch.randn(shape, dtype=torch.float64, requires_grad=grad)
+
+
+CASES = {
+    "transpose_declared_fresh": (lambda: (randn(3, 4),), {"test_schema"}),
+    # The missing autograd kernel also leaves the traced backward without gradients.
+    "add_without_autograd_kernel": (lambda: (randn(3, 4, grad=True), randn(3, 4, grad=True)),
+                                    {"test_autograd_registration", "test_aot_dispatch_dynamic"}),
+    "add_meta_ignores_dtype": (lambda: (randn(3, 4), randn(3, 4)), {"test_faketensor"}),
+    "twice": (lambda: (randn(3, 4, grad=True),), {"test_aot_dispatch_dynamic"}),
+}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_each_mistake_fails_its_opcheck_test(mistakes, name):
+    make_args, expected_failures = CASES[name]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        results = opcheck(getattr(mistakes, name).default, make_args(), raise_exception=False)
+    assert {test for test, outcome in results.items() if outcome != "SUCCESS"} == expected_failures
+
+
+def test_the_mistakes_compute_the_right_values_eagerly(mistakes):
+    a, b = randn(3, 4), randn(3, 4)
+    assert torch.equal(mistakes.transpose_declared_fresh(a), a.t())
+    assert torch.equal(mistakes.add_without_autograd_kernel(a, b), a + b)
+    assert torch.equal(mistakes.add_meta_ignores_dtype(a, b), a + b)
+    x = randn(3, 4, grad=True)
+    mistakes.twice(x).sum().backward()
+    assert torch.equal(x.grad, torch.full_like(x, 2.0))
