@@ -4,6 +4,8 @@
 //                                the call re-enters this autograd kernel until the stack overflows.
 //   mistakes::add_indexed        the 2020 tutorial's `apply(...)[0]`: apply() returns a Tensor, so [0]
 //                                selects its first row and the caller silently gets the wrong shape.
+//   mistakes::add_with_deprecated_guard  the 2020 tutorial's at::AutoNonVariableTypeMode: it still
+//                                compiles and excludes autograd, and warns at run time (once per process).
 //   mistakes::twice              (for opcheck, see opcheck.cpp) the backward calls an operator that
 //                                has no Meta kernel: eager autograd works, tracing the backward cannot.
 #include <ATen/core/LegacyTypeDispatch.h>
@@ -53,6 +55,13 @@ at::Tensor add_indexed_autograd(const at::Tensor& self, const at::Tensor& other)
 }
 // END indexed
 
+// BEGIN deprecated_guard
+at::Tensor add_with_deprecated_guard_autograd(const at::Tensor& self, const at::Tensor& other) {
+  at::AutoNonVariableTypeMode guard;  // 2020; today: at::AutoDispatchBelowADInplaceOrView
+  return myops::myadd(self, other);
+}
+// END deprecated_guard
+
 class TwiceFunction : public torch::autograd::Function<TwiceFunction> {
  public:
   static at::Tensor forward(AutogradContext* /*ctx*/, const at::Tensor& self) {
@@ -80,6 +89,7 @@ at::Tensor twice_autograd(const at::Tensor& self) {
 
 TORCH_LIBRARY_IMPL(mistakes, Autograd, m) {
   m.impl("twice", &twice_autograd);
+  m.impl("add_with_deprecated_guard", &add_with_deprecated_guard_autograd);
   m.impl("add_without_guard", &add_without_guard_autograd);
   m.impl("add_indexed", &add_indexed_autograd);
 }

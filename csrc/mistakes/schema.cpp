@@ -8,6 +8,7 @@
 TORCH_LIBRARY(mistakes, m) {
   m.def("add_without_guard(Tensor self, Tensor other) -> Tensor");
   m.def("add_indexed(Tensor self, Tensor other) -> Tensor");
+  m.def("add_with_deprecated_guard(Tensor self, Tensor other) -> Tensor");
   m.def("matmul_cast_without_device(Tensor self, Tensor other) -> Tensor");
   m.def("matmul_on_old_autocast_key(Tensor self, Tensor other) -> Tensor");
   // One broken operator per opcheck test; see opcheck.cpp.
@@ -19,6 +20,7 @@ TORCH_LIBRARY(mistakes, m) {
 }
 
 TORCH_LIBRARY_IMPL(mistakes, CPU, m) {
+  m.impl("add_with_deprecated_guard", &myops::myadd);
   m.impl("add_without_guard", &myops::myadd);
   m.impl("add_indexed", &myops::myadd);
 }
