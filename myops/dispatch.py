@@ -5,6 +5,7 @@ import re
 from dataclasses import dataclass
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from myops.build import REPO_ROOT
 
@@ -113,3 +114,19 @@ def call_key_set(*tensors: torch.Tensor) -> torch._C.DispatchKeySet:
     for tensor in tensors:
         keys = keys | torch._C._dispatch_keys(tensor)
     return keys - torch._C._dispatch_tls_local_exclude_set()
+
+
+class CallCounter(TorchDispatchMode):
+    """Counts, by name, the operator calls that reach the kernels; use as `with CallCounter() as counter:`.
+
+    A dispatch mode runs at the Python key, below autograd and below vmap's FuncTorchBatched: it sees the calls
+    a batching rule or a vmap fallback makes, not the call the user wrote.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.calls: dict[str, int] = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.calls[func.name()] = self.calls.get(func.name(), 0) + 1
+        return func(*args, **(kwargs or {}))

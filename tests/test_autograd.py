@@ -93,3 +93,25 @@ def test_missing_guard_recurses_until_the_process_dies():
     result = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
                             timeout=300)
     assert result.returncode < 0 and "returned" not in result.stdout  # killed by a signal (stack overflow)
+
+
+def test_forward_mode_tangents_match_aten(layers):
+    # Function::apply has no forward mode; the kernels attach the tangent (a missing one would read as zero).
+    import torch.autograd.forward_ad as fwAD
+
+    g = torch.Generator().manual_seed(0)
+    a, b, w = (torch.randn(shape, dtype=torch.float64, generator=g) for shape in ((5, 4), (5, 4), (4, 3)))
+    ta, tb, tw = (torch.randn_like(t) for t in (a, b, w))
+    for requires_grad in (False, True):  # with requires_grad the kernels record a node as well
+        a_, w_ = a.clone().requires_grad_(requires_grad), w.clone().requires_grad_(requires_grad)
+        with fwAD.dual_level():
+            add = fwAD.unpack_dual(myops.myadd(fwAD.make_dual(a_, ta), b))
+            add_both = fwAD.unpack_dual(myops.myadd(fwAD.make_dual(a_, ta), fwAD.make_dual(b, tb)))
+            mm = fwAD.unpack_dual(myops.mymatmul(fwAD.make_dual(a_, ta), fwAD.make_dual(w_, tw)))
+            mm_right = fwAD.unpack_dual(myops.mymatmul(a_, fwAD.make_dual(w_, tw)))
+        assert torch.equal(add.tangent, ta) and torch.equal(add_both.tangent, ta + tb)
+        torch.testing.assert_close(mm.tangent, ta @ w + a @ tw)
+        torch.testing.assert_close(mm_right.tangent, a @ tw)
+        assert mm.primal.requires_grad == requires_grad
+    _, tangent = torch.func.jvp(lambda t: myops.mymatmul(myops.myadd(t, t), w), (a,), (ta,))
+    torch.testing.assert_close(tangent, 2 * ta @ w)

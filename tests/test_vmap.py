@@ -4,27 +4,15 @@ import sys
 
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 import myops
 import myops.vmap
+from myops.dispatch import CallCounter
 
 
 @pytest.fixture(scope="module")
 def rules(layers):
     return myops.vmap.register()
-
-
-class CountCalls(TorchDispatchMode):
-    """Counts the calls of one operator that reach the kernels below vmap."""
-
-    def __init__(self, op):
-        super().__init__()
-        self.op, self.calls = op, 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.calls += func is self.op
-        return func(*args, **(kwargs or {}))
 
 
 def randn(*shape):
@@ -78,10 +66,9 @@ def test_nested_vmap(rules):
     ("mymatmul", (0, 0), MATMUL_CASES[(0, 0)], 4),  # no single 2-d product does it: one call per element
 ], ids=lambda v: str(v) if isinstance(v, (str, tuple)) else "")
 def test_kernel_calls_per_batch(rules, op, in_dims, args, calls):
-    overload = getattr(torch.ops.myops, op).default
-    with CountCalls(overload) as counter:
-        torch.vmap(overload, in_dims=in_dims)(*args)
-    assert counter.calls == calls
+    with CallCounter() as counter:
+        torch.vmap(getattr(torch.ops.myops, op).default, in_dims=in_dims)(*args)
+    assert counter.calls[f"myops::{op}"] == calls
 
 
 def test_gradients_through_vmap(rules):

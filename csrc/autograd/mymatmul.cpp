@@ -6,6 +6,7 @@
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
+#include "autograd/forward_ad.h"
 #include "myops.h"
 
 namespace {
@@ -40,12 +41,36 @@ class MyMatmulFunction : public torch::autograd::Function<MyMatmulFunction> {
 };
 // END function
 
-at::Tensor mymatmul_autograd(const at::Tensor& self, const at::Tensor& other) {
-  if (!at::GradMode::is_enabled() || !(self.requires_grad() || other.requires_grad())) {
-    at::AutoDispatchBelowADInplaceOrView guard;  // nothing to record, see myadd.cpp
-    return myops::mymatmul(self, other);
+// Forward mode: (A B)' = A' B + A B', on the primals (the values without their tangents).
+// See NOTE [ Forward-mode AD in a custom autograd kernel ] in myadd.cpp.
+at::Tensor with_tangent(at::Tensor out, const at::Tensor& self, const at::Tensor& other) {
+  const at::Tensor& self_t = self._fw_grad(myops::kForwardLevel);
+  const at::Tensor& other_t = other._fw_grad(myops::kForwardLevel);
+  if (!self_t.defined() && !other_t.defined()) {
+    return out;
   }
-  return MyMatmulFunction::apply(self, other);
+  at::Tensor tangent;
+  if (self_t.defined()) {
+    tangent = myops::mymatmul(self_t, other._fw_primal(myops::kForwardLevel));
+  }
+  if (other_t.defined()) {
+    at::Tensor term = myops::mymatmul(self._fw_primal(myops::kForwardLevel), other_t);
+    tangent = tangent.defined() ? myops::myadd(tangent, term) : term;
+  }
+  out._set_fw_grad(tangent, myops::kForwardLevel, /*is_inplace_op=*/false);
+  return out;
+}
+
+at::Tensor mymatmul_below_autograd(const at::Tensor& self, const at::Tensor& other) {
+  at::AutoDispatchBelowADInplaceOrView guard;  // See NOTE [ Why the autograd kernel excludes itself ]
+  return myops::mymatmul(self, other);
+}
+
+at::Tensor mymatmul_autograd(const at::Tensor& self, const at::Tensor& other) {
+  const bool record = at::GradMode::is_enabled() && (self.requires_grad() || other.requires_grad());
+  at::Tensor out = record ? MyMatmulFunction::apply(myops::without_tangent(self), myops::without_tangent(other))
+                          : mymatmul_below_autograd(self, other);
+  return with_tangent(out, self, other);  // outside any guard, see myadd.cpp
 }
 
 }  // namespace
