@@ -16,6 +16,7 @@ Importing this module registers everything; Python caches the module, so importi
 name together with everything registered for it, where a second C++ TORCH_LIBRARY aborts the process.)
 """
 import torch
+import torch.autograd.forward_ad as fwAD
 from torch import Tensor
 
 from myops import vmap
@@ -37,6 +38,15 @@ def _check_binary_inputs(op: str, self: Tensor, other: Tensor) -> None:
                            "float64, convert with .float()")
     if self.layout != torch.strided or other.layout != torch.strided:
         raise RuntimeError(f"{op}: expected dense (strided) tensors; convert sparse inputs with .to_dense()")
+
+
+def _refuse_tangents(op: str, *tensors: Tensor) -> None:
+    # custom_op's autograd has no forward-mode formula on torch 2.14: an output would carry no tangent, which
+    # forward mode (torch.func.jvp, torch.autograd.forward_ad) reads as a zero derivative. Refuse instead.
+    # The C++ kernels attach the tangent themselves (csrc/autograd/myadd.cpp).
+    if fwAD._current_level >= 0 and any(fwAD.unpack_dual(t).tangent is not None for t in tensors):
+        raise RuntimeError(f"{op}: forward-mode AD is not supported by this Python operator; use the C++ operator "
+                           f"myops::{op.split('::')[1]}, or reverse mode (backward, torch.autograd.grad)")
 
 
 def _check_myadd_inputs(self: Tensor, other: Tensor) -> None:
@@ -65,6 +75,7 @@ def _check_mymatmul_inputs(self: Tensor, other: Tensor) -> None:
 def myadd(self: Tensor, other: Tensor) -> Tensor:
     """Elementwise sum of two tensors of the same shape and floating dtype (pyops::myadd)."""
     _check_myadd_inputs(self, other)
+    _refuse_tangents("pyops::myadd", self, other)
     return torch.add(self, other).contiguous()  # copies only when the inputs' layout made it non-contiguous
 
 
@@ -72,6 +83,7 @@ def myadd(self: Tensor, other: Tensor) -> Tensor:
 def mymatmul(self: Tensor, other: Tensor) -> Tensor:
     """Matrix product of two 2-d tensors of the same floating dtype (pyops::mymatmul)."""
     _check_mymatmul_inputs(self, other)
+    _refuse_tangents("pyops::mymatmul", self, other)
     return torch.mm(self, other)  # a new, contiguous [n, m] tensor (zeros when the inner dimension is 0)
 
 
