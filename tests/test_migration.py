@@ -22,8 +22,9 @@ def include_dir(layers):
 def test_cpp14_no_longer_compiles(include_dir, tmp_path):
     source = tmp_path / "op.cpp"
     source.write_text("#include <ATen/ATen.h>\n")
-    result = subprocess.run([os.environ.get("CXX", "c++"), "-std=c++14", "-fsyntax-only", "-Wfatal-errors", f"-I{include_dir}", str(source)],
-                            capture_output=True, text=True, timeout=120)
+    command = [os.environ.get("CXX", "c++"), "-std=c++14", "-fsyntax-only", "-Wfatal-errors", f"-I{include_dir}",
+               str(source)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert result.returncode != 0
     assert "#error C++20 or later compatible compiler is required to use ATen." in result.stderr
 
