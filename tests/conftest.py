@@ -2,14 +2,6 @@ import pytest
 import torch
 
 import myops
-import myops.build
-
-
-def pytest_sessionstart(session):
-    """Build every layer before the tests start, one layer per core (a cold run otherwise builds them one after
-    another, while the other test workers wait for them). Up-to-date layers cost a fingerprint check each."""
-    if not hasattr(session.config, "workerinput"):  # the controller (or a run without xdist), not each worker
-        myops.build.prebuild()
 
 
 @pytest.fixture(scope="session")
