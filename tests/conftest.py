@@ -26,10 +26,3 @@ def sample_inputs(dtype):
     yield "0-dim", randn(), randn()
     yield "empty", randn(0, 4), randn(0, 4)
     yield "large", randn(300_000), randn(300_000)  # above the grain size: split across threads
-
-
-def pytest_collection_modifyitems(items):
-    # The CMake builds and the build helper's failure modes compile C++ of their own and need no layer: they
-    # go first, so that on a cold run they keep one worker busy while another builds the layers.
-    compile_first = ("tests/test_cmake.py", "tests/test_build.py")
-    items.sort(key=lambda item: item.nodeid.split("::")[0] not in compile_first)
