@@ -21,7 +21,7 @@ from myops.build import REPO_ROOT, Builder
 def _median_seconds(stmt: str, num_threads: int, min_run_time: float, **values) -> float:
     from torch.utils.benchmark import Timer  # imported late: it imports cpp_extension, see build.py
 
-    # MYOPS_MAX_RUN_TIME caps every measurement: runs that check no timings (the notebook robustness test) set it.
+    # MYOPS_MAX_RUN_TIME caps every measurement: runs that check no timings (the test suite) set it.
     min_run_time = min(min_run_time, float(os.environ.get("MYOPS_MAX_RUN_TIME", min_run_time)))
 
     timer = Timer(stmt, globals={"torch": torch, **values}, num_threads=num_threads)
