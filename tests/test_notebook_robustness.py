@@ -13,22 +13,10 @@ from myops.build import REPO_ROOT
 NOTEBOOKS = sorted((REPO_ROOT / "notebooks").glob("*.ipynb"))
 
 
-# The notebooks beyond the 2020 tutorial (08 on) run in test_notebook_robustness_beyond.py: pytest-xdist hands
-# out whole files, and one file of every notebook was the last, lone job of a cold run.
-STAGE_NOTEBOOKS = [path for path in NOTEBOOKS if path.stem < "08"]
-
-
-@pytest.mark.parametrize("path", STAGE_NOTEBOOKS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_running_every_cell_twice_keeps_the_kernel_alive(path):
-    run_every_cell_twice(path)
-
-
-def run_every_cell_twice(path):
-    """Runs the notebook's code cells twice in one kernel; the kernel must survive both rounds.
-
-    The second round may raise Python errors (a "before" check after the layer is loaded fails its
-    assert, as it should); what must not happen is a dead kernel (nbclient raises DeadKernelError).
-    """
+    # The second round may raise Python errors (a "before" check after the layer is loaded fails its
+    # assert, as it should); what must not happen is a dead kernel (nbclient raises DeadKernelError).
     notebook = nbformat.read(path, as_version=4)
     client = NotebookClient(notebook, timeout=600, kernel_name="python3",
                             resources={"metadata": {"path": str(path.parent)}})
