@@ -14,8 +14,6 @@ import logging
 import os
 import re
 import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -113,12 +111,6 @@ class Builder:
     def loaded_layers(self) -> list[str]:
         return list(self._loaded)
 
-    def is_built(self, layer: str) -> bool:
-        """Whether build/ holds a library of the layer's current sources (without loading it)."""
-        stamp = self.build_dir / layer / "FINGERPRINT"
-        return (self.library_path(layer).exists() and stamp.exists()
-                and stamp.read_text() == self._fingerprint(layer))
-
     def _fingerprint(self, layer: str) -> str:
         """Everything a build depends on: sources, every header of csrc/, flags and torch."""
         digest = hashlib.sha256(f"{torch.__version__}|{CXX_FLAGS}|{LD_FLAGS}|{CUDA_FLAGS}".encode())
@@ -161,7 +153,6 @@ class Builder:
             self._compile_and_load(layer, out_dir, cuda)
             seconds = time.perf_counter() - start
         self._loaded[layer] = fingerprint
-        (out_dir / "FINGERPRINT").write_text(fingerprint)
         if library.stat().st_mtime_ns != built_before:
             print(f"myops: built layer {layer} in {seconds:.1f} s", flush=True)
         return library
@@ -269,27 +260,6 @@ def loaded_layers() -> list[str]:
     return _BUILDER.loaded_layers()
 
 
-def prebuild(jobs: int | None = None) -> dict[str, bool]:
-    """Build every layer of csrc/ (the demo layers too), `jobs` layers at a time, each in a fresh process.
-
-    Most layers are a single file that compiles on one core, so building them side by side is what keeps
-    every core busy. Layers already built from their current sources are skipped. Returns {layer: built} for
-    the others; a layer that fails says why when it is loaded.
-    """
-    from concurrent.futures import ThreadPoolExecutor
-
-    def size(layer: str) -> int:  # largest first: the long builds start early
-        return sum(path.stat().st_size for path in _BUILDER.sources(layer))
-
-    def build(layer: str) -> bool:
-        command = [sys.executable, "-m", "myops.build", layer]
-        return subprocess.run(command, capture_output=True, cwd=REPO_ROOT).returncode == 0
-
-    layers = sorted((layer for layer in _BUILDER.layers() if not _BUILDER.is_built(layer)), key=size, reverse=True)
-    with ThreadPoolExecutor(jobs or os.cpu_count() or 1) as pool:
-        return dict(zip(layers, pool.map(build, layers)))
-
-
 def main(argv: list[str] | None = None) -> None:
     """`python -m myops.build [LAYER ...]`: build and load layers in a fresh process (a prebuild)."""
     import argparse
@@ -299,13 +269,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--csrc", type=Path, default=REPO_ROOT / "csrc", help="the C++ tree")
     parser.add_argument("--build", type=Path, default=REPO_ROOT / "build", help="where the libraries go")
     parser.add_argument("--prefix", default="myops_", help="library name prefix")
-    parser.add_argument("--all", action="store_true",
-                        help="every layer, the demo layers too, one process per core (ignores the options above)")
     args = parser.parse_args(argv)
-    if args.all:
-        for layer, built in prebuild().items():
-            print(f"{layer}: {'ok' if built else 'failed or unavailable; load it to see why'}")
-        return
     builder = Builder(args.csrc, args.build, args.prefix)
     for layer in args.layers or [name for name in LAYER_ORDER if name in builder.layers()]:
         builder.load(layer)
