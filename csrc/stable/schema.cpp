@@ -1,0 +1,17 @@
+// The operator schemas of the `stableops` namespace: the course's myadd and mymatmul, compiled against
+// the LibTorch stable ABI only, so that one binary loads into every torch release from 2.13 on.
+//
+// STABLE_TORCH_LIBRARY is TORCH_LIBRARY behind a C interface: the block below becomes calls of
+// aoti_torch_library_init_def and aoti_torch_library_def, functions exported by libtorch with C linkage,
+// whose signatures stay fixed across releases. As with TORCH_LIBRARY, one block per namespace and
+// process (see NOTE [ One TORCH_LIBRARY per namespace ] in csrc/schema.cpp).
+#include <torch/csrc/stable/library.h>
+
+// BEGIN schema
+STABLE_TORCH_LIBRARY(stableops, m) {
+  // Elementwise sum of two tensors of the same shape and floating dtype.
+  m.def("myadd(Tensor self, Tensor other) -> Tensor");
+  // Matrix product of two 2-d tensors of the same floating dtype: [n, k] x [k, m] -> [n, m].
+  m.def("mymatmul(Tensor self, Tensor other) -> Tensor");
+}
+// END schema
