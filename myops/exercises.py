@@ -1,0 +1,455 @@
+"""Exercises the learner can check, one per notebook 01-13 (rustlings-style).
+
+`exercises/NN_name/` holds what the learner edits, `solutions/NN_name/` the reference answers, in the same
+layout. A C++ exercise is one folder of `.cpp`/`.cu` files that becomes one library of its own, with its own
+namespace (`ex02`, `ex04`, ...): a broken stub never touches another exercise or the course's layers.
+
+    python -m myops.exercises check 02          # one exercise
+    python -m myops.exercises check --all       # every exercise
+    python -m myops.exercises check 02 --solution
+
+Each check prints one line, `NN_name: solved`, `NN_name: not solved yet: <what is missing>` or
+`NN_name: does not compile: <the first compiler error>`, and exits non-zero unless solved. It runs in a
+child process per exercise: a process can load a namespace's TORCH_LIBRARY once (a second copy aborts it),
+and a kernel that crashes must not take the checker down with it.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import importlib.util
+import io
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from myops.build import REPO_ROOT
+
+EXERCISES_DIR = REPO_ROOT / "exercises"
+SOLUTIONS_DIR = REPO_ROOT / "solutions"
+BUILD_DIR = REPO_ROOT / "build"
+
+DEFAULT_TIMEOUT_S = 900  # a cold build of a .cu file on a busy 2-core machine takes minutes
+_VERDICT_TAG = "@@myops-exercise-verdict "
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the checker says about one exercise."""
+
+    exercise: str  # the folder name, e.g. "02_cpu_kernel"
+    status: str  # "solved", "unsolved", "compile-error", "crashed", "timeout" or "skipped"
+    message: str  # one line: "solved", "not solved yet: ...", "does not compile: ...", ...
+
+    @property
+    def solved(self) -> bool:
+        return self.status == "solved"
+
+    def __str__(self) -> str:
+        return f"{self.exercise}: {self.message}"
+
+
+class Unsolved(Exception):
+    """Raised by a check: the exercise is not solved; the message says what is missing."""
+
+
+@dataclass(frozen=True)
+class _Exercise:
+    number: str
+    folder: str
+    language: str  # "C++", "CUDA" or "Python"
+    check: Callable[["_Context"], str | None]  # raises Unsolved; may return a note for the verdict
+
+
+_EXERCISES: dict[str, _Exercise] = {}
+
+
+def _exercise(folder: str, language: str):
+    def register(check):
+        number = folder[:2]
+        _EXERCISES[number] = _Exercise(number, folder, language, check)
+        return check
+    return register
+
+
+def numbers() -> list[str]:
+    """The exercise numbers, in order: "01" ... "13"."""
+    return sorted(_EXERCISES)
+
+
+def folder(number: str) -> str:
+    """The folder name of exercise `number` (e.g. "02" -> "02_cpu_kernel")."""
+    return _EXERCISES[_normalize(number)].folder
+
+
+def _normalize(number: str | int) -> str:
+    text = str(number).strip().split("_")[0]
+    key = text.zfill(2) if text.isdigit() else text
+    if key not in _EXERCISES:
+        raise ValueError(f"myops.exercises: no exercise {number!r}; the exercises are {', '.join(numbers())}")
+    return key
+
+
+# -- the parent side: one child process per exercise --------------------------------------------------
+
+def _default_root(solution: bool) -> Path:
+    return SOLUTIONS_DIR if solution else EXERCISES_DIR
+
+
+def _build_dir_for(root: Path) -> Path:
+    """Where a tree's libraries go: exercises and solutions apart, any other tree (a copy) by its path."""
+    root = root.resolve()
+    if root == EXERCISES_DIR.resolve():
+        return BUILD_DIR / "exercises"
+    if root == SOLUTIONS_DIR.resolve():
+        return BUILD_DIR / "solutions"
+    return BUILD_DIR / "exercise-copies" / hashlib.sha256(str(root).encode()).hexdigest()[:12]
+
+
+def _crash_message(returncode: int) -> str:
+    try:
+        name = signal.Signals(-returncode).name
+    except ValueError:
+        name = f"exit status {returncode}"
+    hint = (" (a kernel that calls its own operator without excluding its dispatch key recurses until the "
+            "stack overflows)" if name == "SIGSEGV" else "")
+    return f"not solved yet: the check crashed with {name}{hint}"
+
+
+def verdict(number: str | int, solution: bool = False, root: Path | str | None = None,
+            timeout: float = DEFAULT_TIMEOUT_S) -> Verdict:
+    """Check one exercise in a child process and return the verdict, printing nothing.
+
+    `solution=True` checks `solutions/` instead of `exercises/`; `root` checks another tree of the same
+    layout (a copy).
+    """
+    exercise = _EXERCISES[_normalize(number)]
+    root = Path(root) if root is not None else _default_root(solution)
+    command = [sys.executable, "-m", "myops.exercises", "_child", exercise.number, str(root),
+               str(_build_dir_for(root))]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])))
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=REPO_ROOT, env=env)
+    except subprocess.TimeoutExpired:
+        return Verdict(exercise.folder, "timeout",
+                       f"not solved yet: the check did not finish within {timeout:.0f} s (an endless loop?)")
+    for line in reversed(done.stdout.splitlines()):
+        if line.startswith(_VERDICT_TAG):
+            found = json.loads(line[len(_VERDICT_TAG):])
+            return Verdict(exercise.folder, found["status"], found["message"])
+    if done.returncode < 0:
+        return Verdict(exercise.folder, "crashed", _crash_message(done.returncode))
+    last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+    return Verdict(exercise.folder, "crashed", f"not solved yet: the check stopped without a verdict: {last}")
+
+
+def check(number: str | int, solution: bool = False, root: Path | str | None = None) -> bool:
+    """Check one exercise, print its one-line verdict, and return whether it is solved."""
+    result = verdict(number, solution=solution, root=root)
+    print(result, flush=True)
+    return result.solved
+
+
+def check_all(solution: bool = False, root: Path | str | None = None, jobs: int | None = None) -> list[Verdict]:
+    """Check every exercise (`jobs` children at a time), print each verdict in order, and return them."""
+    jobs = jobs or os.cpu_count() or 1
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = [pool.submit(verdict, n, solution, root) for n in numbers()]
+        results = []
+        for future in futures:  # printed in exercise order as they complete
+            results.append(future.result())
+            print(results[-1], flush=True)
+    return results
+
+
+# -- the child side: build, load, run one check --------------------------------------------------------
+
+@dataclass
+class _Context:
+    """What a check knows: where the exercise's files are and how to refer to them in messages."""
+
+    folder: Path  # the exercise's folder, e.g. <root>/02_cpu_kernel
+    display: str  # the same, as shown to the learner: "exercises/02_cpu_kernel"
+
+    def file(self, name: str) -> str:
+        return f"{self.display}/{name}"
+
+    def load_python(self, name: str):
+        """Import the learner's Python file `name` of this exercise as a fresh module."""
+        path = self.folder / name
+        spec = importlib.util.spec_from_file_location(f"exercise_{self.folder.name}", path)
+        module = importlib.util.module_from_spec(spec)
+        try:
+            spec.loader.exec_module(module)
+        except Exception as error:  # a syntax error, a failing import: say where, in one line
+            raise Unsolved(f"importing {self.file(name)} failed: {_one_line(error)}") from None
+        return module
+
+
+def _display_root(root: Path) -> str:
+    try:
+        return str(root.resolve().relative_to(REPO_ROOT))
+    except ValueError:
+        return root.name
+
+
+def _one_line(error: BaseException) -> str:
+    text = str(error).strip()
+    for line in text.splitlines():
+        if "not solved yet" in line:  # a stub's marker: report it as the learner wrote it
+            return line[line.index("not solved yet"):]
+    first = text.splitlines()[0] if text else ""
+    return f"{type(error).__name__}: {first}" if first else type(error).__name__
+
+
+def _compile_error(message: str, root: Path, display: str) -> str:
+    """The first compiler error line of a LayerBuildError, with paths as the learner sees them."""
+    lines = message.splitlines()
+    chosen = next((line for line in lines[1:] if re.search(r"\berror\b", line)), lines[-1] if lines else message)
+    chosen = chosen.replace(str(root.resolve()) + "/", display + "/").replace(str(root) + "/", display + "/")
+    return chosen.strip()
+
+
+def _run_child(number: str, root: Path, build_dir: Path) -> Verdict:
+    exercise = _EXERCISES[number]
+    display = _display_root(root)
+    context = _Context(root / exercise.folder, f"{display}/{exercise.folder}")
+    if not context.folder.is_dir():
+        return Verdict(exercise.folder, "unsolved", f"not solved yet: {context.display}/ does not exist")
+    if exercise.language != "Python":
+        from myops.build import Builder, LayerBuildError, LayerUnavailableError
+
+        builder = Builder(root, build_dir, prefix="exercise_")
+        try:
+            # The build tool's progress lines go to our stdout, which the parent does not show.
+            builder.load(exercise.folder)
+        except LayerUnavailableError as error:
+            return Verdict(exercise.folder, "skipped", f"cannot be checked here: {str(error).split(': ', 1)[-1]}")
+        except LayerBuildError as error:
+            return Verdict(exercise.folder, "compile-error",
+                           f"does not compile: {_compile_error(str(error), root, display)}")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # checks that look for warnings record them themselves
+            note = exercise.check(context)
+    except Unsolved as unsolved:
+        message = str(unsolved)
+        if not message.startswith("not solved yet"):
+            message = f"not solved yet: {message}"
+        return Verdict(exercise.folder, "unsolved", message)
+    except Exception as error:  # a check must never end in a traceback: name the error in one line
+        return Verdict(exercise.folder, "unsolved", f"not solved yet: {_one_line(error)}")
+    return Verdict(exercise.folder, "solved", f"solved{f' ({note})' if note else ''}")
+
+
+def _child_main(number: str, root: str, build_dir: str) -> None:
+    result = _run_child(number, Path(root), Path(build_dir))
+    print("\n" + _VERDICT_TAG + json.dumps({"status": result.status, "message": result.message}), flush=True)
+
+
+# -- helpers the checks share ---------------------------------------------------------------------------
+
+_TABLE_LINE = re.compile(r"^(?P<key>\w+): (?:fallthrough )?registered at (?P<where>.+):\d+ \[(?P<kind>[^\]]+)\]$")
+
+
+def _registrations(op: str) -> dict[str, tuple[str, str]]:
+    """key -> (kind, file) of the dispatch table of `op`, as the dispatcher computed it."""
+    import torch
+
+    table = {}
+    for line in torch._C._dispatch_dump_table(op).splitlines():
+        match = _TABLE_LINE.match(line.strip())
+        if match:
+            table[match["key"]] = (match["kind"], match["where"])
+    return table
+
+
+def _require_kernel(context: _Context, op: str, key: str, hint: str) -> None:
+    """`op` has a kernel of its own (not a fallback, not a catch-all) on `key`, from this exercise's files."""
+    kind, where = _registrations(op).get(key, ("none", ""))
+    mine = str(context.folder.resolve()) in str(Path(where).resolve()) if where else False
+    if kind != "kernel" or not mine:
+        found = "nothing" if kind == "none" else f"a {kind}" + ("" if mine else " from PyTorch")
+        raise Unsolved(f"{op} has no kernel on the {key} key (the dispatch table shows {found} there); {hint}")
+
+
+def _require_op(namespace: str, name: str, hint: str):
+    import torch
+
+    try:
+        return getattr(getattr(torch.ops, namespace), name).default
+    except (AttributeError, RuntimeError):
+        raise Unsolved(f"there is no operator {namespace}::{name}; {hint}") from None
+
+
+def _call(what: str, fn, *args, **kwargs):
+    """Call learner code; an error becomes a one-line Unsolved that names the call."""
+    try:
+        return fn(*args, **kwargs)
+    except Unsolved:
+        raise
+    except Exception as error:
+        line = _one_line(error)
+        raise Unsolved(line if line.startswith("not solved yet") else f"{what} raised {line}") from None
+
+
+def _expect_close(what: str, actual, expected, rtol: float | None = None, atol: float | None = None) -> None:
+    """`actual` equals `expected` in type, dtype, shape and values (within tolerance), or say how not."""
+    import torch
+
+    if not isinstance(actual, torch.Tensor):
+        raise Unsolved(f"{what} returned {type(actual).__name__}, expected a tensor")
+    if actual.dtype != expected.dtype:
+        raise Unsolved(f"{what} returned dtype {actual.dtype}, expected {expected.dtype}")
+    if actual.shape != expected.shape:
+        raise Unsolved(f"{what} returned shape {list(actual.shape)}, expected {list(expected.shape)}")
+    if actual.device != expected.device:
+        raise Unsolved(f"{what} returned a tensor on {actual.device}, expected {expected.device}")
+    try:
+        torch.testing.assert_close(actual, expected, rtol=rtol, atol=atol, equal_nan=True)
+    except AssertionError:
+        diff = (actual.double() - expected.double()).abs()
+        worst = divmod_index(int(diff.argmax()), list(actual.shape)) if diff.numel() else ()
+        raise Unsolved(f"{what} returned wrong values: at index {list(worst)} expected "
+                       f"{expected.double().flatten()[int(diff.argmax())].item():.6g}, got "
+                       f"{actual.double().flatten()[int(diff.argmax())].item():.6g}") from None
+
+
+def divmod_index(flat: int, shape: list[int]) -> tuple[int, ...]:
+    """The multi-index of element `flat` of a contiguous tensor of `shape`."""
+    index = []
+    for size in reversed(shape):
+        flat, rest = divmod(flat, size)
+        index.append(rest)
+    return tuple(reversed(index))
+
+
+def _randn(*shape, dtype=None, seed: int = 0, **kwargs):
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randn(shape, generator=generator, dtype=dtype or torch.float32).requires_grad_(
+        kwargs.get("requires_grad", False))
+
+
+def _layouts(dtype, seed: int = 0):
+    """(name, self, other) pairs of one shape in the layouts a kernel must handle."""
+    yield "contiguous", _randn(5, 7, dtype=dtype, seed=seed), _randn(5, 7, dtype=dtype, seed=seed + 1)
+    yield "transposed", _randn(7, 5, dtype=dtype, seed=seed + 2).t(), _randn(5, 7, dtype=dtype, seed=seed + 3)
+    yield "sliced", _randn(10, 16, dtype=dtype, seed=seed + 4)[1:6, ::2][:, :7], _randn(5, 7, dtype=dtype, seed=seed + 5)
+    yield "expanded", _randn(1, 7, dtype=dtype, seed=seed + 6).expand(5, 7), _randn(5, 7, dtype=dtype, seed=seed + 7)
+    yield "empty", _randn(0, 3, dtype=dtype, seed=seed + 8), _randn(0, 3, dtype=dtype, seed=seed + 9)
+
+
+# -- the exercises ---------------------------------------------------------------------------------------
+
+@_exercise("01_schema", "C++")
+def _check_01(context: _Context) -> None:
+    import torch
+
+    where = f"define it with m.def(...) in {context.file('schema.cpp')}"
+    for name in ("mylerp", "mylerp_"):
+        schema = _require_op("ex01", name, where)._schema
+        args = schema.arguments
+        first = "self" if name == "mylerp_" else "start"
+        if [a.name for a in args] != [first, "end", "weight"]:
+            raise Unsolved(f"ex01::{name} has the arguments {[a.name for a in args]}, expected "
+                           f"{[first, 'end', 'weight']}")
+        if [str(a.type) for a in args] != ["Tensor", "Tensor", "float"]:
+            raise Unsolved(f"ex01::{name} has argument types {[str(a.type) for a in args]}, expected "
+                           "['Tensor', 'Tensor', 'float']")
+        if not args[2].kwarg_only or args[0].kwarg_only or args[1].kwarg_only:
+            raise Unsolved(f"ex01::{name}: only `weight` must be keyword-only (put `*,` before it)")
+        if args[2].default_value != 0.5:
+            raise Unsolved(f"ex01::{name}: `weight` defaults to {args[2].default_value}, expected 0.5")
+        if len(schema.returns) != 1 or str(schema.returns[0].type) != "Tensor":
+            raise Unsolved(f"ex01::{name} returns {[str(r.type) for r in schema.returns]}, expected one Tensor")
+        written = args[0].alias_info
+        returned = schema.returns[0].alias_info
+        if name == "mylerp":
+            if written is not None or returned is not None:
+                raise Unsolved("ex01::mylerp writes nothing and returns a new tensor: it needs no alias annotation")
+        else:
+            if written is None or not written.is_write:
+                raise Unsolved("ex01::mylerp_ writes `self`: annotate it as Tensor(a!)")
+            if returned is None or returned.after_set != written.after_set:
+                raise Unsolved("ex01::mylerp_ returns `self`: annotate the return with the same alias set, "
+                               "Tensor(a!)")
+            if any(a.alias_info is not None for a in args[1:]):
+                raise Unsolved("ex01::mylerp_: only `self` is written and aliased; `end` needs no annotation")
+    try:
+        torch.ops.ex01.mylerp(torch.zeros(2), torch.ones(2))
+    except NotImplementedError:
+        pass  # a schema without a kernel: the dispatcher's "Could not run"
+    else:
+        raise Unsolved("ex01::mylerp ran: this exercise is about schemas only, register no kernel")
+
+
+@_exercise("02_cpu_kernel", "C++")
+def _check_02(context: _Context) -> None:
+    import torch
+
+    _require_op("ex02", "mymul", f"keep the TORCH_LIBRARY block of {context.file('mymul.cpp')}")
+    _require_kernel(context, "ex02::mymul", "CPU",
+                    "register mymul_cpu in the TORCH_LIBRARY_IMPL(ex02, CPU, m) block")
+    if "CompositeImplicitAutograd" in _registrations("ex02::mymul"):
+        raise Unsolved("ex02::mymul has a catch-all kernel (CompositeImplicitAutograd): register the kernel "
+                       "for the CPU key only")
+    op = torch.ops.ex02.mymul.default
+    for dtype in (torch.float32, torch.float64):
+        for layout, a, b in _layouts(dtype):
+            _expect_close(f"ex02::mymul on {layout} {dtype} inputs", _call("ex02::mymul", op, a, b), a * b)
+    try:
+        op(torch.ones(2, device="meta"), torch.ones(2, device="meta"))
+    except NotImplementedError:
+        pass
+    else:
+        raise Unsolved("ex02::mymul ran on meta tensors: its kernel must serve the CPU key only")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m myops.exercises check NN | --all [--solution]`: check exercises, one line each."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["_child"]:
+        _child_main(*argv[1:4])
+        return 0
+    parser = argparse.ArgumentParser(prog="python -m myops.exercises", description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    checker = commands.add_parser("check", help="check one exercise, or all of them")
+    checker.add_argument("number", nargs="?", help=f"the exercise: {', '.join(numbers())}")
+    checker.add_argument("--all", action="store_true", help="check every exercise")
+    checker.add_argument("--solution", action="store_true", help="check the reference solutions in solutions/")
+    checker.add_argument("--root", type=Path, help="check this tree of exercise folders instead")
+    checker.add_argument("--jobs", type=int, help="exercises checked at a time with --all (default: one per core)")
+    commands.add_parser("list", help="list the exercises")
+    args = parser.parse_args(argv)
+    if args.command == "list":
+        for number in numbers():
+            exercise = _EXERCISES[number]
+            print(f"{exercise.folder:<32}{exercise.language}")
+        return 0
+    if args.all == (args.number is not None):
+        parser.error("give one exercise number or --all")
+    if args.all:
+        results = check_all(solution=args.solution, root=args.root, jobs=args.jobs)
+        return 0 if all(r.solved or r.status == "skipped" for r in results) else 1
+    try:
+        result = verdict(args.number, solution=args.solution, root=args.root)
+    except ValueError as error:
+        print(error)
+        return 2
+    print(result)
+    return 0 if result.solved else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
