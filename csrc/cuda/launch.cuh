@@ -1,0 +1,47 @@
+// Launch helpers shared by the CUDA kernels of myops: how many blocks a grid-stride kernel gets.
+#pragma once
+
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAFunctions.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <utility>
+
+namespace myops::cuda {
+
+// The largest gridDim.x CUDA accepts (gridDim.y and gridDim.z stop at 65535, so no kernel here uses them).
+constexpr int64_t kMaxGridX = 2147483647;
+
+// BEGIN occupancy
+// How many blocks of `threads` threads of `kernel` fit on one streaming multiprocessor of the current
+// GPU at once, as the CUDA occupancy calculator says (it weighs registers, shared memory and the
+// block limit of that GPU). Asked at the first launch on each device and remembered: a GPU is needed to
+// answer, so it must never run while the library loads, and the answer depends only on the kernel and
+// the GPU model.
+inline int resident_blocks_per_sm(const void* kernel, int threads) {
+  static std::mutex mutex;
+  static std::map<std::pair<const void*, int>, int> known;
+  const int device = c10::cuda::current_device();
+  const std::lock_guard<std::mutex> lock(mutex);
+  auto [entry, inserted] = known.try_emplace({kernel, device}, 0);
+  if (inserted) {
+    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&entry->second, kernel, threads, 0));
+  }
+  return entry->second;
+}
+
+// Blocks for a grid-stride kernel with `work_blocks` blocks' worth of work: enough to keep every SM
+// full, and no more, since each thread loops over the rest.
+template <typename Kernel>
+int64_t blocks_for(Kernel kernel, int threads, int64_t work_blocks) {
+  const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  const int64_t full = std::max(1, resident_blocks_per_sm(reinterpret_cast<const void*>(kernel), threads)) * sms;
+  return std::clamp<int64_t>(std::min(work_blocks, full), 1, kMaxGridX);
+}
+// END occupancy
+
+}  // namespace myops::cuda
