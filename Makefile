@@ -33,3 +33,9 @@ clean:
 # Re-executes the notebooks and stores their outputs (after changing a notebook or the C++ it shows).
 outputs: setup
 	$(PY) tools/refresh_notebooks.py
+
+# The stable-ABI operators (csrc/stable) as one wheel for every CPython >= 3.10 and torch 2.13-2.14:
+# dist/myops_stable-<version>-cp310-abi3-<platform>.whl. Built against the installed torch, in place.
+.PHONY: wheel
+wheel: setup
+	$(PY) -m pip wheel --no-deps --no-build-isolation --wheel-dir dist ./stable

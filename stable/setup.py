@@ -1,0 +1,45 @@
+"""Build the myops-stable wheel: csrc/stable compiled against the LibTorch stable ABI, for CPython >= 3.10.
+
+    make wheel      # = python -m pip wheel --no-deps --no-build-isolation --wheel-dir dist ./stable
+
+The C++ stays in the course's csrc/stable (the single source of truth); this folder holds only the
+packaging and the Python half of the operators (myops_stable/ops.py).
+"""
+import os
+import sys
+from pathlib import Path
+
+from setuptools import setup
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(HERE))
+from flags import CXX_FLAGS  # noqa: E402
+
+from torch.utils.cpp_extension import BuildExtension, CppExtension  # noqa: E402
+
+CSRC = REPO / "csrc"
+# setuptools wants source paths relative to this folder.
+SOURCES = [os.path.relpath(p, HERE) for p in [CSRC / "stable" / "schema.cpp",
+                                              *sorted((CSRC / "stable" / "cpu").glob("*.cpp"))]]
+
+setup(
+    packages=["myops_stable"],
+    ext_modules=[
+        CppExtension(
+            "myops_stable._C",
+            SOURCES,
+            include_dirs=[str(CSRC)],
+            extra_compile_args={"cxx": CXX_FLAGS},
+            # abi3: the library includes no Python header at all (it is loaded with
+            # torch.ops.load_library, not imported), so one build serves every CPython >= 3.10.
+            py_limited_api=True,
+        )
+    ],
+    cmdclass={"build_ext": BuildExtension},
+    options={
+        "bdist_wheel": {"py_limited_api": "cp310"},
+        # Build products go to the repository's build/, not next to the sources.
+        "build": {"build_base": str(REPO / "build" / "stable" / "setuptools")},
+    },
+)
