@@ -1,30 +1,31 @@
 """Build one dispatch-key layer of csrc/ into its own shared library and load it into this process.
 
 A layer is `csrc/schema.cpp` (the `schema` layer) or every `.cpp`/`.cu` file of one folder of csrc/
-(`csrc/cpu/` is the `cpu` layer). Each becomes `build/<layer>/myops_<layer>.so`, compiled by
-torch.utils.cpp_extension with ninja, and is loaded with torch.ops.load_library: no pybind, the
-libraries only register kernels with the dispatcher.
+(`csrc/cpu/` is the `cpu` layer), as `csrc/layers.json` lists them. Each becomes
+`build/<layer>/myops_<layer>.so`, compiled by torch.utils.cpp_extension with ninja, and is loaded with
+torch.ops.load_library: no pybind, the libraries only register kernels with the dispatcher.
 """
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import dataclasses
 import hashlib
+import json
 import logging
 import os
 import re
 import shutil
+import sys
 import time
 from pathlib import Path
 
 import torch
 
 from myops import toolchain
+from myops.toolchain import REPO_ROOT
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-
-# The layers myops.load() brings in, in this order: each adds kernels for the keys of one stage.
-LAYER_ORDER = ("schema", "cpu", "cuda", "composite", "autograd", "inplace_or_view", "autocast", "meta")
+MANIFEST = "layers.json"  # in the csrc/ tree; CMake and the benchmarks read it too
 
 CXX_FLAGS = ("-O3", "-fopenmp")  # without -fopenmp, at::parallel_for silently runs on one thread
 LD_FLAGS = ("-fopenmp",)
@@ -41,6 +42,40 @@ class LayerBuildError(RuntimeError):
 
 class LayerUnavailableError(RuntimeError):
     """A layer cannot be built on this machine (the CUDA layer without a CUDA toolchain)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Layer:
+    """One entry of csrc/layers.json (or a folder of a tree without one)."""
+    name: str
+    sources: str  # a file or a folder of csrc/
+    course: bool = True  # part of the extension: myops.load() and the CMake library
+    cuda: bool = False
+    needs: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class LoadResult:
+    """What Builder.load did: the library it loaded, and whether (and how long) it compiled it."""
+    layer: str
+    library: Path
+    built: bool
+    seconds: float | None  # compile time when built
+
+    def to_json(self) -> dict:
+        return {**dataclasses.asdict(self), "library": str(self.library)}
+
+
+def read_manifest(csrc_dir: Path) -> list[Layer]:
+    """The layers of a csrc/ tree: its layers.json, or else `schema.cpp` and each folder with sources."""
+    manifest = Path(csrc_dir) / MANIFEST
+    if manifest.is_file():
+        return [Layer(**{**entry, "needs": tuple(entry["needs"])})
+                for entry in json.loads(manifest.read_text())["layers"]]
+    folders = sorted(p.name for p in Path(csrc_dir).iterdir() if p.is_dir() and Builder._sources_in(p))
+    return ([Layer("schema", "schema.cpp")] * (Path(csrc_dir) / "schema.cpp").is_file()
+            + [Layer(name, name, cuda=any(f.suffix == ".cu" for f in (Path(csrc_dir) / name).iterdir()))
+               for name in folders])
 
 
 def _cpp_extension():
@@ -80,27 +115,47 @@ class Builder:
         self.csrc_dir = Path(csrc_dir)
         self.build_dir = Path(build_dir)
         self.prefix = prefix
+        self.manifest = {layer.name: layer for layer in read_manifest(self.csrc_dir)}
         self._loaded: dict[str, str] = {}  # layer -> fingerprint of what this process loaded
 
     # -- what a layer is -------------------------------------------------------------------------
     def layers(self) -> list[str]:
-        """Every layer that has sources: `schema` and each folder of csrc/ holding .cpp or .cu files."""
-        folders = sorted(p.name for p in self.csrc_dir.iterdir() if p.is_dir() and self._sources_in(p))
-        return ["schema"] * (self.csrc_dir / "schema.cpp").is_file() + folders
+        """Every layer of the tree, in load order."""
+        return list(self.manifest)
+
+    def course_layers(self) -> list[str]:
+        """The layers that make up the extension, in load order."""
+        return [name for name, layer in self.manifest.items() if layer.course]
+
+    def layer(self, name: str) -> Layer:
+        if name not in self.manifest:
+            raise ValueError(f"myops: no layer named {name!r}; the layers are {self.layers()}")
+        return self.manifest[name]
+
+    def with_needs(self, names) -> list[str]:
+        """`names` and every layer they need, each once, needs first."""
+        ordered: list[str] = []
+
+        def visit(name: str) -> None:
+            for need in self.layer(name).needs:
+                visit(need)
+            if name not in ordered:
+                ordered.append(name)
+
+        for name in names:
+            visit(name)
+        return ordered
 
     @staticmethod
     def _sources_in(folder: Path) -> list[Path]:
         return sorted(p for p in folder.iterdir() if p.suffix in (".cpp", ".cu"))
 
     def sources(self, layer: str) -> list[Path]:
-        files = [self.csrc_dir / "schema.cpp"] if layer == "schema" else (
-            self._sources_in(self.csrc_dir / layer) if (self.csrc_dir / layer).is_dir() else [])
-        if not files or not files[0].is_file():
-            raise ValueError(f"myops: no layer named {layer!r}; the layers are {self.layers()}")
-        return files
+        path = self.csrc_dir / self.layer(layer).sources
+        return self._sources_in(path) if path.is_dir() else [path]
 
     def is_cuda(self, layer: str) -> bool:
-        return any(p.suffix == ".cu" for p in self.sources(layer))
+        return self.layer(layer).cuda
 
     def library_name(self, layer: str) -> str:
         return self.prefix + layer
@@ -111,7 +166,7 @@ class Builder:
     def loaded_layers(self) -> list[str]:
         return list(self._loaded)
 
-    def _fingerprint(self, layer: str) -> str:
+    def fingerprint(self, layer: str) -> str:
         """Everything a build depends on: sources, every header of csrc/, flags and torch."""
         digest = hashlib.sha256(f"{torch.__version__}|{CXX_FLAGS}|{LD_FLAGS}|{CUDA_FLAGS}".encode())
         headers = sorted(p for p in self.csrc_dir.rglob("*") if p.suffix in (".h", ".cuh"))
@@ -121,12 +176,12 @@ class Builder:
         return digest.hexdigest()
 
     # -- building and loading --------------------------------------------------------------------
-    def load(self, layer: str) -> Path:
+    def load(self, layer: str) -> LoadResult:
         """Build `layer` if its sources changed, then load it; a no-op if this process has it already."""
-        fingerprint = self._fingerprint(layer)
+        fingerprint = self.fingerprint(layer)
         if layer in self._loaded:
             if self._loaded[layer] == fingerprint:
-                return self.library_path(layer)
+                return LoadResult(layer, self.library_path(layer), built=False, seconds=None)
             raise LayerReloadError(
                 f"myops: the C++ of layer {layer!r} changed after this process loaded it. A process "
                 "cannot load a second build of a layer (the dispatcher would abort it): restart the "
@@ -153,9 +208,10 @@ class Builder:
             self._compile_and_load(layer, out_dir, cuda)
             seconds = time.perf_counter() - start
         self._loaded[layer] = fingerprint
-        if library.stat().st_mtime_ns != built_before:
+        built = library.stat().st_mtime_ns != built_before
+        if built:
             print(f"myops: built layer {layer} in {seconds:.1f} s", flush=True)
-        return library
+        return LoadResult(layer, library, built=built, seconds=seconds if built else None)
 
     def _compile_and_load(self, layer: str, out_dir: Path, cuda: bool) -> None:
         cpp_extension = _cpp_extension()
@@ -232,22 +288,23 @@ _BUILDER = Builder(REPO_ROOT / "csrc", REPO_ROOT / "build")
 _skipped: set[str] = set()
 
 
-def load_layer(layer: str) -> Path:
-    """Build (if needed) and load one layer of csrc/ into this process; returns its library."""
+def load_layer(layer: str) -> LoadResult:
+    """Build (if needed) and load one layer of csrc/ into this process."""
     return _BUILDER.load(layer)
 
 
 def load(*layers: str) -> list[str]:
-    """Load the given layers, or every layer of the course in stage order; returns the loaded ones.
+    """Load the given layers (and the layers they need), or every layer of the course in stage order;
+    returns the loaded ones.
 
-    The CUDA layer is skipped, with the reason printed once, where it cannot be compiled.
+    With no names, a layer this machine cannot build (the CUDA layer without a CUDA toolchain) is
+    skipped, with the reason printed once; a layer named explicitly is built or raises.
     """
-    available = _BUILDER.layers()
-    for layer in layers or [name for name in LAYER_ORDER if name in available]:
+    for layer in _BUILDER.with_needs(layers or _BUILDER.course_layers()):
         try:
             _BUILDER.load(layer)
         except LayerUnavailableError as error:
-            if layers:
+            if layer in layers:
                 raise
             if layer not in _skipped:
                 _skipped.add(layer)
@@ -260,20 +317,47 @@ def loaded_layers() -> list[str]:
     return _BUILDER.loaded_layers()
 
 
-def main(argv: list[str] | None = None) -> None:
-    """`python -m myops.build [LAYER ...]`: build and load layers in a fresh process (a prebuild)."""
+def main(argv: list[str] | None = None) -> int:
+    """`python -m myops.build [LAYER ...]`: build and load layers in a fresh process (a prebuild).
+
+    With no names it builds every layer of the course that this machine can build and names each
+    skipped one with its reason (exit 0); a named layer that cannot be built is an error (exit 1).
+    """
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m myops.build", description=main.__doc__)
+    parser = argparse.ArgumentParser(prog="python -m myops.build", description=main.__doc__.splitlines()[0])
     parser.add_argument("layers", nargs="*", help="layers to build (default: every layer of the course)")
     parser.add_argument("--csrc", type=Path, default=REPO_ROOT / "csrc", help="the C++ tree")
     parser.add_argument("--build", type=Path, default=REPO_ROOT / "build", help="where the libraries go")
     parser.add_argument("--prefix", default="myops_", help="library name prefix")
+    parser.add_argument("--json", action="store_true", help="print one JSON object per layer instead of text")
     args = parser.parse_args(argv)
     builder = Builder(args.csrc, args.build, args.prefix)
-    for layer in args.layers or [name for name in LAYER_ORDER if name in builder.layers()]:
-        builder.load(layer)
+    try:
+        names = builder.with_needs(args.layers or builder.course_layers())
+    except ValueError as error:
+        print(error, file=sys.stderr)
+        return 2
+    out = sys.stdout
+    # In JSON mode the human-readable lines go to stderr, so stdout is JSON only.
+    with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
+        for layer in names:
+            try:
+                result = builder.load(layer).to_json()
+            except LayerUnavailableError as error:
+                if layer in args.layers:
+                    print(error, file=sys.stderr)
+                    return 1
+                result = {"layer": layer, "skipped": str(error)}
+                if not args.json:
+                    print(f"{error}; skipping it", flush=True)
+            except LayerBuildError as error:
+                print(error, file=sys.stderr)
+                return 1
+            if args.json:
+                print(json.dumps(result), file=out, flush=True)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,4 +1,5 @@
 """The build helper: no-op when up to date, refuses stale reloads, recovers killed builds, clear errors."""
+import json
 import os
 import signal
 import subprocess
@@ -62,8 +63,10 @@ def test_first_build_prints_one_line_then_up_to_date_is_silent(probe_tree):
 def test_changed_layer_is_refused_in_the_same_process(tmp_path):
     csrc, _ = make_tree(tmp_path, f"probe_{uuid.uuid4().hex[:8]}")
     builder = build.Builder(csrc, tmp_path / "build", prefix=f"probe_{uuid.uuid4().hex[:8]}_")
-    builder.load("probe")
-    builder.load("probe")  # unchanged: a no-op
+    first = builder.load("probe")
+    assert first.built and first.seconds > 0 and first.library == tmp_path / "build" / "probe" / f"{builder.prefix}probe.so"
+    again = builder.load("probe")  # unchanged: a no-op
+    assert not again.built and again.seconds is None and again.library == first.library
     source = csrc / "probe" / "probe.cpp"
     source.write_text(source.read_text().replace("probe(Tensor self)", "probe(Tensor self, int n=1)"))
     with pytest.raises(build.LayerReloadError, match="restart the kernel"):
@@ -74,9 +77,9 @@ def test_changed_layer_is_refused_in_the_same_process(tmp_path):
 def test_header_change_counts_as_a_change(tmp_path):
     csrc, build_dir = make_tree(tmp_path, "unused")
     builder = build.Builder(csrc, build_dir)
-    before = builder._fingerprint("probe")
+    before = builder.fingerprint("probe")
     (csrc / "shared.h").write_text("#pragma once\n")  # any layer may include any header of csrc/
-    assert builder._fingerprint("probe") != before
+    assert builder.fingerprint("probe") != before
 
 
 def test_killed_build_is_recovered_with_a_message(tmp_path):
@@ -133,25 +136,154 @@ def test_cuda_layer_skipped_with_the_reason(tmp_path, monkeypatch):
 
 def test_missing_toolkit_reason(monkeypatch):
     monkeypatch.setattr(torch.version, "cuda", "13.0")
-    monkeypatch.setattr(toolchain, "find_cuda_home", lambda: None)
-    assert toolchain.cuda_skip_reason().startswith("no CUDA toolkit found (nvcc and cuda_runtime.h)")
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+    monkeypatch.setattr(toolchain, "pip_toolkit_root", lambda: None)
+    assert toolchain.cuda_skip_reason() == (
+        "no CUDA compiler for torch's CUDA 13.0 found; install the pinned CUDA compiler with "
+        "`pip install -r requirements.txt` (nvidia-cuda-nvcc, nvidia-nvvm, nvidia-cuda-crt), "
+        "or set CUDA_HOME to a CUDA toolkit")
 
 
-def test_toolkit_found_past_a_wrapper_script(tmp_path, monkeypatch):
-    toolkit = tmp_path / "cuda"
-    (toolkit / "bin").mkdir(parents=True)
-    (toolkit / "include").mkdir()
-    (toolkit / "bin" / "nvcc").write_text("")
-    (toolkit / "include" / "cuda_runtime.h").write_text("")
-    wrapper_dir = tmp_path / "wrappers" / "bin"
-    wrapper_dir.mkdir(parents=True)
-    wrapper = wrapper_dir / "nvcc"
-    wrapper.write_text(f'#!/bin/sh\nexec {toolkit}/bin/nvcc "$@"\n')
-    wrapper.chmod(0o755)
+def fake_toolkit(root):
+    """The files of a toolkit that matter for finding it, laid out as pip installs them."""
+    for folder in ("bin", "include", "lib", "nvvm"):
+        (root / folder).mkdir(parents=True)
+    (root / "bin" / "nvcc").write_text("nvcc")
+    (root / "bin" / "ptxas").write_text("ptxas")
+    (root / "include" / "cuda_runtime.h").write_text("")
+    for name in ("libcudart.so.13", "libnvrtc.so.13", "libnvrtc.alt.so.13", "libcudart_static.a"):
+        (root / "lib" / name).write_text(name)
+    return root
+
+
+def test_cuda_home_names_the_toolkit(tmp_path, monkeypatch):
+    toolkit = fake_toolkit(tmp_path / "cuda")
     monkeypatch.delenv("CUDA_HOME", raising=False)
     monkeypatch.setenv("CUDA_PATH", str(toolkit))
-    monkeypatch.setenv("PATH", str(wrapper_dir))
     assert toolchain.find_cuda_home() == toolkit
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "nowhere"))
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
+    assert toolchain.find_cuda_home() is None
+    assert toolchain.cuda_skip_reason() == (
+        f"CUDA_HOME={tmp_path / 'nowhere'} is not a CUDA toolkit (no bin/nvcc and include/cuda_runtime.h); "
+        "point it at one, or unset it to use the pip toolkit")
+
+
+def test_pip_toolkit_is_laid_out_as_nvcc_and_cpp_extension_expect(tmp_path):
+    root = fake_toolkit(tmp_path / "site-packages" / "nvidia" / "cu13")
+    layout = toolchain.toolkit_layout(root, tmp_path / "layout")
+    # nvcc a real file (it resolves symbolic links to find its toolkit), the rest links
+    assert not (layout / "bin" / "nvcc").is_symlink() and (layout / "bin" / "nvcc").read_text() == "nvcc"
+    assert (layout / "bin" / "ptxas").resolve() == root / "bin" / "ptxas"
+    assert (layout / "include").resolve() == root / "include"
+    # the linker names cpp_extension (-lcudart) and CMake (nvrtc) look for, in lib64
+    assert (layout / "lib64" / "libcudart.so").resolve() == root / "lib" / "libcudart.so.13"
+    assert (layout / "lib64" / "libnvrtc.so").resolve() == root / "lib" / "libnvrtc.so.13"
+    assert (layout / "lib64" / "libcudart_static.a").exists()
+    assert not (layout / "lib64" / "libnvrtc.alt.so").exists()
+    made = (layout / "STAMP").stat().st_mtime_ns
+    assert toolchain.toolkit_layout(root, tmp_path / "layout") == layout
+    assert (layout / "STAMP").stat().st_mtime_ns == made  # made once
+    assert not any((root / "lib").glob("*.so"))  # site-packages untouched
+
+
+CUDA_PROBE = textwrap.dedent("""\
+    // The headers the CUDA layer uses, a kernel, and a CUDA registration.
+    #include <ATen/core/Tensor.h>
+    #include <ATen/cuda/CUDAContext.h>
+    #include <ATen/ops/empty_like.h>
+    #include <c10/cuda/CUDAException.h>
+    #include <c10/cuda/CUDAGuard.h>
+    #include <c10/util/Half.h>
+    #include <torch/library.h>
+
+    __global__ void twice(const float* x, float* out, int64_t n) {{
+      int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+      if (i < n) out[i] = 2 * x[i];
+    }}
+
+    at::Tensor twice_cuda(const at::Tensor& x) {{
+      c10::cuda::CUDAGuard guard(x.device());
+      auto out = at::empty_like(x);
+      twice<<<1, 256, 0, at::cuda::getCurrentCUDAStream()>>>(x.data_ptr<float>(), out.data_ptr<float>(), x.numel());
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+      return out;
+    }}
+
+    TORCH_LIBRARY({namespace}, m) {{ m.def("twice(Tensor x) -> Tensor"); }}
+    TORCH_LIBRARY_IMPL({namespace}, CUDA, m) {{ m.impl("twice", twice_cuda); }}
+    """)
+
+
+@pytest.mark.skipif(toolchain.cuda_skip_reason() is not None, reason=str(toolchain.cuda_skip_reason()))
+def test_cuda_layer_builds_without_a_system_toolkit(tmp_path):
+    from system_cuda import without_system_cuda, without_system_cuda_reason
+    if without_system_cuda_reason():
+        pytest.skip(without_system_cuda_reason())
+    namespace = f"cuda_probe_{uuid.uuid4().hex[:8]}"
+    csrc = tmp_path / "csrc"
+    (csrc / "gpu").mkdir(parents=True)
+    (csrc / "gpu" / "twice.cu").write_text(CUDA_PROBE.format(namespace=namespace))
+    check = (f"import sys, torch; from myops import build; build.main(sys.argv[1:]); "
+             f"assert torch._C._dispatch_has_kernel_for_dispatch_key('{namespace}::twice', 'CUDA'); print('registered')")
+    result = subprocess.run(without_system_cuda([sys.executable, "-c", check, "--csrc", str(csrc), "--build",
+                                                 str(tmp_path / "build"), "--prefix", "probe_", "gpu"]),
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.startswith("myops: built layer gpu in ") and result.stdout.endswith("registered\n")
+
+
+def cli(*args, **kwargs):
+    return subprocess.run([sys.executable, "-m", "myops.build", *args], capture_output=True, text=True,
+                          timeout=600, **kwargs)
+
+
+def test_cli_builds_what_it_can_and_names_what_it_skips(tmp_path):
+    csrc, build_dir = make_tree(tmp_path, f"probe_{uuid.uuid4().hex[:8]}")
+    (csrc / "gpu").mkdir()
+    (csrc / "gpu" / "kernel.cu").write_text("// never compiled: no toolkit\n")
+    env = {**os.environ, "CUDA_HOME": str(tmp_path / "no-toolkit")}  # what a machine without one reports
+    skipped = cli("--csrc", str(csrc), "--build", str(build_dir), "--prefix", "cli_", env=env)
+    assert skipped.returncode == 0, skipped.stderr
+    lines = skipped.stdout.splitlines()
+    assert lines[0] == "myops: layer 'gpu' cannot be built here: " + (
+        f"CUDA_HOME={tmp_path / 'no-toolkit'} is not a CUDA toolkit (no bin/nvcc and include/cuda_runtime.h); "
+        "point it at one, or unset it to use the pip toolkit; skipping it"
+        if torch.version.cuda else f"torch {torch.__version__} is a CPU-only build; install a CUDA build of "
+        "torch (the pinned torch==2.14.1 from PyPI is one) to compile CUDA kernels; skipping it")
+    assert lines[1].startswith("myops: built layer probe in ")
+
+    named = cli("--csrc", str(csrc), "--build", str(build_dir), "--prefix", "cli_", "gpu", env=env)
+    assert named.returncode == 1 and named.stdout == ""
+    assert named.stderr.strip().splitlines()[-1].startswith("myops: layer 'gpu' cannot be built here: ")
+    assert "Traceback" not in named.stderr
+
+    as_json = cli("--csrc", str(csrc), "--build", str(build_dir), "--prefix", "cli_", "--json", env=env)
+    assert as_json.returncode == 0, as_json.stderr
+    rows = [json.loads(line) for line in as_json.stdout.splitlines()]
+    assert rows[0]["layer"] == "gpu" and "cannot be built here" in rows[0]["skipped"]
+    assert rows[1] == {"layer": "probe", "library": str(build_dir / "probe" / "cli_probe.so"), "built": False,
+                       "seconds": None}
+
+
+def test_cli_names_an_unknown_layer_without_a_traceback(tmp_path):
+    csrc, build_dir = make_tree(tmp_path, "unused")
+    result = cli("--csrc", str(csrc), "--build", str(build_dir), "cpuu")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1] == "myops: no layer named 'cpuu'; the layers are ['probe']"
+
+
+def test_manifest_lists_every_folder_of_csrc():
+    course = build.Builder(build.REPO_ROOT / "csrc", build.REPO_ROOT / "build")
+    listed = {course.layer(name).sources for name in course.layers()}
+    folders = {p.name for p in (build.REPO_ROOT / "csrc").iterdir()
+               if p.is_dir() and any(f.suffix in (".cpp", ".cu") for f in p.rglob("*"))}
+    assert folders - listed == {"stable"}  # the stable-ABI operators are built into a wheel (stable/)
+    assert course.course_layers()[0] == "schema"
+    assert course.with_needs(["mistakes"]) == ["schema", "cpu", "mistakes"]
+    assert all(course.layer(name).cuda == course.is_cuda(name) for name in course.layers())
+    assert [name for name in course.layers() if any(p.suffix == ".cu" for p in course.sources(name))] == ["cuda"]
 
 
 def test_arch_list_is_overridable(monkeypatch):

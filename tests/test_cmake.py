@@ -1,19 +1,23 @@
-"""csrc/CMakeLists.txt builds one libmyops.so that torch.ops.load_library users can load."""
+"""csrc/CMakeLists.txt builds one libmyops.so that torch.ops.load_library users can load, with the
+seed tutorial's own command and no system CUDA toolkit."""
+import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from myops import toolchain
 from myops.build import REPO_ROOT
-from myops.cmake_args import cmake_args
+
+from system_cuda import without_system_cuda, without_system_cuda_reason
 
 
 def cmake_version(cmake):
-    return subprocess.run([cmake, "--version"], capture_output=True, text=True,
-                          check=True).stdout.split()[2]
+    return subprocess.run([cmake, "--version"], capture_output=True, text=True, check=True,
+                          timeout=60).stdout.split()[2]
 
 
 def available_cmakes():
@@ -27,6 +31,10 @@ def available_cmakes():
 
 CMAKES = available_cmakes()
 CMAKE4 = next((v for v in sorted(CMAKES) if v.startswith("4.")), None)
+OLDER = [v for v in sorted(CMAKES) if not v.startswith("4.")]
+
+# The seed tutorial's command, as written: only the prefix of the installed torch.
+SEED_ARGS = [f"-DCMAKE_PREFIX_PATH={torch.utils.cmake_prefix_path}"]
 
 # Runs in a fresh interpreter: the library defines the myops namespace, which the test process has.
 CHECK = """
@@ -34,43 +42,65 @@ import sys, torch
 torch.ops.load_library(sys.argv[1])
 a, b = torch.randn(100, 30).t(), torch.randn(30, 100)
 assert torch.equal(torch.ops.myops.myadd(a, b), a + b)
-if torch._C._dispatch_has_kernel_for_dispatch_key("myops::mymatmul", "AutogradCPU"):  # the autograd layer
-    x = torch.randn(5, 4, dtype=torch.float64, requires_grad=True)
-    w = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
-    assert torch.autograd.gradcheck(torch.ops.myops.mymatmul, (x, w))
+x = torch.randn(5, 4, dtype=torch.float64, requires_grad=True)
+w = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+assert torch.autograd.gradcheck(torch.ops.myops.mymatmul, (x, w))  # the autograd layer is in
 cuda = [torch._C._dispatch_has_kernel_for_dispatch_key(f"myops::{op}", "CUDA") for op in ("myadd", "mymatmul")]
 print("cuda" if all(cuda) else "cpu" if not any(cuda) else "partial")
 """
 
 
-def build_and_check(version, *extra):
-    cmake = CMAKES[version]
-    build_dir = REPO_ROOT / "build" / f"cmake-{version}{'-cuda' if '-DMYOPS_WITH_CUDA=ON' in extra else ''}"
-    configure = subprocess.run([cmake, "-S", str(REPO_ROOT / "csrc"), "-B", str(build_dir), *cmake_args(), *extra],
-                               capture_output=True, text=True)
-    assert configure.returncode == 0, configure.stderr
-    compile_ = subprocess.run([cmake, "--build", str(build_dir), "--parallel", "2"], capture_output=True, text=True)
+def build_and_check(cmake, build_dir, *args, wrap=lambda command: command):
+    configure = subprocess.run(wrap([cmake, "-S", str(REPO_ROOT / "csrc"), "-B", str(build_dir), *args]),
+                               capture_output=True, text=True, timeout=300)
+    assert configure.returncode == 0, configure.stdout[-2000:] + configure.stderr
+    compile_ = subprocess.run(wrap([cmake, "--build", str(build_dir), "--parallel", "2"]),
+                              capture_output=True, text=True, timeout=1200)
     assert compile_.returncode == 0, compile_.stdout[-3000:]
     check = subprocess.run([sys.executable, "-c", CHECK, str(build_dir / "libmyops.so")],
-                           capture_output=True, text=True)
+                           capture_output=True, text=True, timeout=300)
     assert check.returncode == 0, check.stderr
-    return check.stdout.strip()
+    return configure.stdout, check.stdout.strip()
 
 
-# Each CMake builds once. CMake 4 builds every layer, with CUDA where it can be compiled (CMake 3.25 does
-# not know nvcc 13's C++20 dialect); other versions build the CPU layer only (MYOPS_LAYERS), which is enough
-# to prove the configuration works and keeps the suite's cold run short.
-WITH_CUDA = toolchain.cuda_skip_reason() is None
+needs_hiding = pytest.mark.skipif(without_system_cuda_reason() is not None, reason=str(without_system_cuda_reason()))
+needs_cuda_torch = pytest.mark.skipif(toolchain.cuda_skip_reason() is not None,
+                                      reason=str(toolchain.cuda_skip_reason()))
 
 
-@pytest.mark.parametrize("version", sorted(CMAKES))
-def test_cmake_build_loads_and_computes(version):
-    if version == CMAKE4:
-        cuda = WITH_CUDA
-        assert build_and_check(version, *(["-DMYOPS_WITH_CUDA=ON"] if cuda else [])) == ("cuda" if cuda else "cpu")
-    else:
-        assert build_and_check(version, "-DMYOPS_LAYERS=cpu") == "cpu"
+@needs_hiding
+@pytest.mark.skipif(not OLDER, reason="no CMake older than 4 on this machine")
+def test_seed_command_builds_every_cpu_layer_without_a_system_toolkit():
+    # The oldest CMake here (3.25 on Debian 12) with exactly the seed's flags.
+    version = OLDER[0]
+    log, layers = build_and_check(CMAKES[version], REPO_ROOT / "build" / f"cmake-{version}", *SEED_ARGS,
+                                  wrap=without_system_cuda)
+    assert layers == "cpu"
+    if torch.version.cuda is not None:
+        assert "myops: CUDA toolkit from pip" in log
+
+
+@needs_hiding
+@needs_cuda_torch
+@pytest.mark.skipif(CMAKE4 is None, reason="the pinned CMake 4 is not installed")
+def test_cuda_layer_builds_with_cmake4_without_a_system_toolkit():
+    # CMake 3.25 does not know nvcc 13's C++20 dialect; the architecture list only keeps the build short.
+    _, layers = build_and_check(CMAKES[CMAKE4], REPO_ROOT / "build" / f"cmake-{CMAKE4}-cuda", *SEED_ARGS,
+                                "-DMYOPS_WITH_CUDA=ON", f"-DTORCH_CUDA_ARCH_LIST={toolchain.DEFAULT_CUDA_ARCH_LIST}",
+                                wrap=without_system_cuda)
+    assert layers == "cuda"
+
+
+@needs_cuda_torch
+@pytest.mark.skipif(not Path("/usr/local/cuda/bin/nvcc").is_file(), reason="no system CUDA toolkit to name")
+def test_a_toolkit_named_by_cuda_home_is_used_as_it_is(tmp_path):
+    result = subprocess.run([CMAKES[max(CMAKES)], "-S", str(REPO_ROOT / "csrc"), "-B", str(tmp_path), *SEED_ARGS],
+                            capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "CUDA_HOME": "/usr/local/cuda"})
+    assert result.returncode == 0, result.stderr
+    assert "myops: CUDA toolkit from pip" not in result.stdout
+    assert "/usr/local/cuda" in (tmp_path / "CMakeCache.txt").read_text()
 
 
 def test_both_major_versions_are_covered():
-    assert any(v.startswith("4.") for v in CMAKES), CMAKES
+    assert CMAKE4 is not None and OLDER, CMAKES

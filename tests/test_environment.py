@@ -8,7 +8,7 @@ from packaging.version import Version
 
 from myops.build import REPO_ROOT
 
-PIN = re.compile(r"^\s*(?:-\s+)?([A-Za-z0-9_.\-]+)==([^\s#]+)")
+PIN = re.compile(r"^\s*(?:-\s+)?([A-Za-z0-9_.\-]+)==([^\s#;]+)")
 
 
 def pins(path):
@@ -29,3 +29,12 @@ def test_pinned_torch_is_inside_the_supported_range():
     specifier = SpecifierSet(torch_range.removeprefix("torch"))
     assert Version(pins(REPO_ROOT / "requirements.txt")["torch"]) in specifier
     assert Version(torch.__version__.split("+")[0]) in specifier
+
+
+def test_cuda_compiler_pins_match_torchs_cuda_release():
+    # nvcc, nvvm, crt and cccl of another release than torch's CUDA break the build (see requirements.txt).
+    pip_pins = pins(REPO_ROOT / "requirements.txt")
+    compiler = {name: version for name, version in pip_pins.items() if name.startswith("nvidia-")}
+    assert set(compiler) == {"nvidia-cuda-nvcc", "nvidia-nvvm", "nvidia-cuda-crt", "nvidia-cuda-cccl"}
+    if torch.version.cuda is not None:
+        assert all(v.startswith(torch.version.cuda + ".") for v in compiler.values()), (torch.version.cuda, compiler)
