@@ -277,8 +277,9 @@ def _require_kernel(context: _Context, op: str, key: str, hint: str) -> None:
     """`op` has a kernel of its own (not a fallback, not a catch-all) on `key`, from this exercise's files."""
     kind, where = _registrations(op).get(key, ("none", ""))
     mine = str(context.folder.resolve()) in str(Path(where).resolve()) if where else False
-    if kind != "kernel" or not mine:
-        found = "nothing" if kind == "none" else f"a {kind}" + ("" if mine else " from PyTorch")
+    # A registration on an alias key (Autograd) shows up as an "autograd kernel" on each key it fills.
+    if kind not in ("kernel", "autograd kernel") or not mine:
+        found = "nothing" if kind == "none" else ("an " if kind[0] in "aeiou" else "a ") + kind + ("" if mine else " from PyTorch")
         raise Unsolved(f"{op} has no kernel on the {key} key (the dispatch table shows {found} there); {hint}")
 
 
@@ -414,6 +415,223 @@ def _check_02(context: _Context) -> None:
         pass
     else:
         raise Unsolved("ex02::mymul ran on meta tensors: its kernel must serve the CPU key only")
+
+
+def _code(context: _Context, suffixes: tuple[str, ...]) -> str:
+    """The learner's sources of this exercise without // comments (for checks of what the code uses)."""
+    text = "\n".join(p.read_text() for p in sorted(context.folder.iterdir()) if p.suffix in suffixes)
+    return re.sub(r"//[^\n]*", "", text)
+
+
+@_exercise("03_cuda_kernel", "CUDA")
+def _check_03(context: _Context) -> str | None:
+    import torch
+
+    _require_op("ex03", "mymul", f"keep the TORCH_LIBRARY block of {context.file('mymul.cu')}")
+    _require_kernel(context, "ex03::mymul", "CUDA",
+                    "register mymul_cuda in the TORCH_LIBRARY_IMPL(ex03, CUDA, m) block")
+    code = _code(context, (".cu",))
+    if "not solved yet" in code:
+        raise Unsolved("mymul_cuda still ends in the stub's TORCH_CHECK(false, ...); replace it with the launch")
+    for needed, why in (("__global__", "write the kernel as a __global__ function"),
+                        ("CUDAGuard", "take a c10::cuda::CUDAGuard on the inputs' device before allocating"),
+                        ("getCurrentCUDAStream", "launch on at::cuda::getCurrentCUDAStream(), the caller's stream"),
+                        ("C10_CUDA_KERNEL_LAUNCH_CHECK", "check the launch with C10_CUDA_KERNEL_LAUNCH_CHECK()")):
+        if needed not in code:
+            raise Unsolved(f"{context.file('mymul.cu')} does not use {needed}: {why}")
+    if not torch.cuda.is_available():
+        return "compiles and registers on the CUDA key; its values are checked only where a GPU is present"
+    op = torch.ops.ex03.mymul.default
+    for dtype in (torch.float32, torch.float64):
+        for layout, a, b in _layouts(dtype):
+            _expect_close(f"ex03::mymul on {layout} {dtype} CUDA inputs",
+                          _call("ex03::mymul", op, a.cuda(), b.cuda()), (a * b).cuda())
+    big = _randn(1 << 20 | 3, seed=7)  # many blocks, and a size that is no multiple of the block size
+    _expect_close("ex03::mymul on 2^20+3 float32 CUDA elements", _call("ex03::mymul", op, big.cuda(), big.cuda()),
+                  (big * big).cuda())
+    torch.cuda.synchronize()
+    return None
+
+
+def _require_alias_autograd(context: _Context, op: str, kernel: str) -> None:
+    """A kernel on the Autograd alias key fills AutogradCPU and AutogradCUDA from one registration."""
+    _require_kernel(context, op, "AutogradCPU", f"register {kernel} in a TORCH_LIBRARY_IMPL({op.split('::')[0]}, "
+                    "Autograd, m) block")
+    _require_kernel(context, op, "AutogradCUDA", "register it on the Autograd alias key, which serves every "
+                    "backend, not on AutogradCPU alone")
+
+
+def _expect_grads(what: str, fn, inputs, reference) -> None:
+    """Gradients of fn(*inputs) match those of reference(*inputs), for a fixed random incoming gradient."""
+    import torch
+
+    out = _call(what, fn, *inputs)
+    expected_out = reference(*inputs)
+    _expect_close(what, out.detach(), expected_out.detach())
+    if out.grad_fn is None:
+        raise Unsolved(f"{what}: the output has no grad_fn although an input requires grad; the autograd "
+                       "kernel records nothing")
+    grad = _randn(*out.shape, dtype=out.dtype, seed=11)
+    wanted = [t for t in inputs if isinstance(t, torch.Tensor) and t.requires_grad]
+    got = _call(f"backward of {what}", torch.autograd.grad, out, wanted, grad, allow_unused=True)
+    expected = torch.autograd.grad(expected_out, wanted, grad)
+    for index, (g, e) in enumerate(zip(got, expected)):
+        if g is None:
+            raise Unsolved(f"backward of {what} returned no gradient for input {index}")
+        _expect_close(f"the gradient of {what} for input {index}", g, e)
+
+
+@_exercise("04_autograd", "C++")
+def _check_04(context: _Context) -> None:
+    import torch
+
+    _require_op("ex04", "mymul", f"keep the TORCH_LIBRARY block of {context.file('mymul.cpp')}")
+    _require_alias_autograd(context, "ex04::mymul", "mymul_autograd")
+    op = torch.ops.ex04.mymul.default
+    a, b = _randn(3, 4, dtype=torch.float64), _randn(3, 4, dtype=torch.float64, seed=1)
+    # Nothing requires grad: the kernel must still compute (through the guard to the CPU kernel).
+    _expect_close("ex04::mymul without grad", _call("ex04::mymul", op, a, b), a * b)
+    for needs in ((True, True), (True, False), (False, True)):
+        x, y = a.clone().requires_grad_(needs[0]), b.clone().requires_grad_(needs[1])
+        _expect_grads(f"ex04::mymul with requires_grad={needs}", op, (x, y), torch.mul)
+    x, y = a.clone().requires_grad_(), b.clone().requires_grad_()
+    out = op(x, y)
+    # One node for one call: the forward ran below autograd, so nothing else recorded a node in between.
+    parents = [type(fn).__name__ for fn, _ in out.grad_fn.next_functions if fn is not None]
+    if parents != ["AccumulateGrad", "AccumulateGrad"]:
+        raise Unsolved(f"ex04::mymul recorded more than one autograd node (its node leads to {parents}, "
+                       "expected the two inputs directly); run the forward under the guard")
+    if not torch.autograd.gradcheck(op, (x, y), raise_exception=False):
+        raise Unsolved("torch.autograd.gradcheck of ex04::mymul fails: the backward is not the derivative")
+
+
+def _rmsnorm_reference(x, weight, eps=1e-6):
+    import torch
+
+    return x * torch.rsqrt(x.square().mean(-1, keepdim=True) + eps) * weight
+
+
+@_exercise("05_not_implemented_fallback", "C++")
+def _check_05(context: _Context) -> None:
+    import torch
+
+    _require_op("ex05", "myrmsnorm", f"keep the TORCH_LIBRARY block of {context.file('myrmsnorm.cpp')}")
+    _require_alias_autograd(context, "ex05::myrmsnorm", "myrmsnorm_autograd")
+    op = torch.ops.ex05.myrmsnorm.default
+    x, w = _randn(3, 5, dtype=torch.float64, requires_grad=True), _randn(5, dtype=torch.float64, seed=1,
+                                                                          requires_grad=True)
+    out = _call("ex05::myrmsnorm", op, x, w)
+    if out.grad_fn is not None and "NotImplemented" in out.grad_fn.name():
+        raise Unsolved("ex05::myrmsnorm's backward still reaches the NotImplemented fallback; register "
+                       "myrmsnorm_autograd on the Autograd key in its place")
+    for eps in (1e-6, 0.5):  # a large eps shows whether the kernel uses it
+        for shape in ((3, 5), (5,), (2, 3, 5)):
+            x = _randn(*shape, dtype=torch.float64, seed=len(shape), requires_grad=True)
+            for needs in ((True, True), (True, False), (False, True)):
+                xi, wi = x.detach().clone().requires_grad_(needs[0]), w.detach().clone().requires_grad_(needs[1])
+                _expect_grads(f"ex05::myrmsnorm on shape {list(shape)} with eps={eps} and requires_grad={needs}",
+                              lambda a, b: op(a, b, eps), (xi, wi), lambda a, b: _rmsnorm_reference(a, b, eps))
+
+
+@_exercise("06_inplace_or_view", "C++")
+def _check_06(context: _Context) -> None:
+    import torch
+
+    _require_op("ex06", "myscale_", f"keep the TORCH_LIBRARY block of {context.file('myscale.cpp')}")
+    _require_kernel(context, "ex06::myscale_", "ADInplaceOrView",
+                    "register myscale__ad_inplace_or_view in a TORCH_LIBRARY_IMPL(ex06, ADInplaceOrView, m) block")
+    op = torch.ops.ex06.myscale_.default
+    x = _randn(4, 3)
+    before, version = x.clone(), x._version
+    _call("ex06::myscale_", op, x, 3.0)
+    _expect_close("ex06::myscale_(x, 3.0) (x afterwards)", x, before * 3.0)
+    if x._version != version + 1:
+        raise Unsolved(f"ex06::myscale_ moved x's version counter by {x._version - version}, expected exactly 1: "
+                       "bump it once, after the redispatch")
+    base = _randn(6)
+    view, expected, version = base[2:], base.clone(), base._version
+    expected[2:] *= 2.0
+    _call("ex06::myscale_", op, view, 2.0)
+    _expect_close("ex06::myscale_ on a view (the base afterwards)", base, expected)
+    if base._version != version + 1:
+        raise Unsolved("writing a view with ex06::myscale_ did not move its base's version counter")
+    # What the counter is for: mul saved x for w's gradient; x is overwritten before backward.
+    w, x = _randn(3, requires_grad=True), _randn(3, seed=1)
+    y = w * x
+    op(x, 2.0)
+    try:
+        y.sum().backward()
+    except RuntimeError as error:
+        if "modified by an inplace operation" not in str(error):
+            raise Unsolved(f"backward after ex06::myscale_ failed for another reason: {_one_line(error)}") from None
+    else:
+        raise Unsolved("backward used a tensor that ex06::myscale_ had overwritten, without an error: "
+                       "the version counter did not record the write")
+
+
+@_exercise("07_autocast", "C++")
+def _check_07(context: _Context) -> None:
+    import torch
+
+    _require_op("ex07", "mynorm", f"keep the TORCH_LIBRARY block of {context.file('mynorm.cpp')}")
+    _require_kernel(context, "ex07::mynorm", "AutocastCPU",
+                    "register mynorm_autocast_cpu in a TORCH_LIBRARY_IMPL(ex07, AutocastCPU, m) block (the old "
+                    "key name Autocast is AutocastCUDA)")
+    op = torch.ops.ex07.mynorm.default
+    x = _randn(1000) * 10
+    for dtype in (torch.bfloat16, torch.float16):
+        low = x.to(dtype)
+        with torch.autocast("cpu", dtype=dtype):
+            out = _call(f"ex07::mynorm on {dtype} under CPU autocast", op, low)
+        if isinstance(out, torch.Tensor) and out.dtype == dtype:
+            raise Unsolved(f"under torch.autocast('cpu', dtype={dtype}), ex07::mynorm returned {dtype}, expected "
+                           "torch.float32 (the fp32 policy); does cached_cast get c10::DeviceType::CPU?")
+        expected = torch.linalg.vector_norm(low.float())
+        _expect_close(f"ex07::mynorm on {dtype} under CPU autocast", out, expected)
+    double = x.double()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        _expect_close("ex07::mynorm on float64 under CPU autocast (cached_cast leaves float64 alone)",
+                      _call("ex07::mynorm", op, double), torch.linalg.vector_norm(double))
+    low = x.bfloat16()
+    _expect_close("ex07::mynorm on bfloat16 outside autocast (the wrapper must not run)",
+                  _call("ex07::mynorm", op, low), torch.sqrt((low * low).sum(dtype=torch.bfloat16)))
+
+
+@_exercise("08_performance", "Python")
+def _check_08(context: _Context) -> None:
+    import time
+
+    import torch
+
+    module = context.load_python("timing.py")
+    measure = getattr(module, "seconds_per_call", None)
+    if measure is None:
+        raise Unsolved(f"{context.file('timing.py')} defines no function seconds_per_call")
+    torch.set_num_threads(3)  # not 1, and not necessarily the number of cores: the answer must ask torch
+    seen_threads = set()
+
+    def records_threads():
+        seen_threads.add(torch.get_num_threads())
+
+    _call("seconds_per_call", measure, records_threads)
+    if seen_threads != {3}:
+        raise Unsolved(f"seconds_per_call ran the function with {sorted(seen_threads)} thread(s) while torch uses "
+                       f"{torch.get_num_threads()}; pass num_threads=torch.get_num_threads() to the Timer")
+    calls = [0]
+
+    def two_milliseconds():
+        calls[0] += 1
+        time.sleep(0.002)
+
+    seconds = _call("seconds_per_call", measure, two_milliseconds)
+    if not isinstance(seconds, float):
+        raise Unsolved(f"seconds_per_call returned {type(seconds).__name__}, expected a float (seconds)")
+    if calls[0] < 10:
+        raise Unsolved(f"seconds_per_call called the function {calls[0]} time(s): one measurement is noise, "
+                       "time many calls and take the median (Timer.blocked_autorange)")
+    if not 0.0019 <= seconds <= 0.005:
+        raise Unsolved(f"seconds_per_call said {seconds:.4g} for a function that takes 2 ms: expected about "
+                       "0.002 (seconds per call, not per block of calls, not microseconds)")
 
 
 def main(argv: list[str] | None = None) -> int:
