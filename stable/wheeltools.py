@@ -261,6 +261,18 @@ def compile_seconds(source: Path, stable: bool) -> float:
         return time.perf_counter() - start
 
 
+def compiles(source: Path, target_version: str) -> tuple[bool, str]:
+    """Whether `source` compiles against the stable headers with -DTORCH_TARGET_VERSION=target_version
+    ("0x020d000000000000" is 2.13.0); with the compiler's first error line (paths removed) when it does not."""
+    compiler = os.environ.get("CXX", "c++")
+    flags = ["-std=c++20", "-fsyntax-only", f"-DTORCH_TARGET_VERSION={target_version}"]
+    flags += [f"-I{p}" for p in [REPO / "csrc", *_include_paths()]]
+    env = {**os.environ, "LC_ALL": "C"}  # plain quotes in messages, whatever the locale
+    result = subprocess.run([compiler, *flags, str(source)], capture_output=True, text=True, timeout=300, env=env)
+    errors = [line for line in result.stderr.splitlines() if "error:" in line]
+    return result.returncode == 0, errors[0].split("error:", 1)[1].strip() if errors else ""
+
+
 def plot_compile_seconds(rows: list[dict]):
     """Bars of cold compile seconds per file: the course's headers next to the stable ones."""
     from matplotlib.figure import Figure  # not pyplot: the notebook shows the returned figure once

@@ -1,0 +1,265 @@
+"""The stable-ABI operators (csrc/stable, packaged by stable/): one wheel that runs on two torch releases.
+
+(a) the compiled library needs no C++ symbol of libtorch/libc10, only the stable C shim;
+(b) the wheel installs into a fresh environment with torch 2.13.0 and gives ATen's values there;
+(c) it installs and runs with the pinned torch too (pip install --target, run by this environment's python);
+and in this process, from that install: values against ATen over dtypes x layouts, the bad-input matrix with
+exact messages (the C++ checks and the Python fake kernels alike), opcheck, gradients, autocast, dispatch rows.
+
+The wheel, its install folder and the torch 2.13.0 environment are made once under build/stable/ and reused
+while csrc/stable and stable/ are unchanged (stable/wheeltools.py); every child process has a timeout.
+"""
+import sys
+
+import pytest
+import torch
+
+from myops import dispatch
+from myops.build import REPO_ROOT
+
+sys.path.insert(0, str(REPO_ROOT / "stable"))
+import wheeltools  # noqa: E402
+from flags import OLDEST_TORCH, TORCH_TARGET_VERSION  # noqa: E402
+
+FLOAT_DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
+TOLERANCE = {torch.float16: 2e-3, torch.bfloat16: 2e-2, torch.float32: 1e-5, torch.float64: 1e-12}
+
+
+@pytest.fixture(scope="module")
+def wheel():
+    return wheeltools.wheel()
+
+
+@pytest.fixture(scope="module")
+def site(wheel):
+    return wheeltools.install(wheel)
+
+
+@pytest.fixture(scope="module")
+def stable(site):
+    """myops_stable imported into this process from the installed wheel."""
+    sys.path.insert(0, str(site))
+    import myops_stable
+
+    assert myops_stable.__file__.startswith(str(site))
+    return myops_stable
+
+
+# -- the wheel -------------------------------------------------------------------------------------------
+def test_wheel_is_abi3_and_declares_the_tested_torch_range(wheel):
+    import zipfile
+
+    assert wheel.name == "myops_stable-0.1.0-cp310-abi3-linux_x86_64.whl"
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        metadata = archive.read("myops_stable-0.1.0.dist-info/METADATA").decode()
+    assert "myops_stable/_C.abi3.so" in names and "myops_stable/ops.py" in names
+    assert f"Requires-Dist: torch<2.15,>={OLDEST_TORCH}" in metadata
+    assert "Requires-Python: >=3.10" in metadata
+
+
+def test_make_wheel_runs_the_command_the_helper_runs():
+    recipe = (REPO_ROOT / "Makefile").read_text().split("\nwheel:", 1)[1].split("\n\n", 1)[0]
+    assert "$(PY) " + " ".join(wheeltools.WHEEL_COMMAND) in recipe
+
+
+# -- (a) symbols -----------------------------------------------------------------------------------------
+def test_library_needs_only_the_c_shim_of_torch(site):
+    library = wheeltools.library(site)
+    kinds = wheeltools.symbols(library)
+    assert kinds["torch C++"] == []
+    assert {"aoti_torch_library_init_def", "torch_library_impl", "torch_parallel_for"} <= set(kinds["torch C shim"])
+    # Whatever the library takes from torch's own libraries is a C function of the shim, nothing else.
+    from_torch = set(wheeltools._nm(library, "--undefined-only")) & wheeltools.torch_library_symbols()
+    assert from_torch and from_torch <= set(kinds["torch C shim"])
+
+
+def test_symbol_check_catches_a_library_that_uses_aten(tmp_path):
+    """The check can fail: the same add written with ATen needs mangled c10/ATen symbols."""
+    source = REPO_ROOT / "csrc" / "cpu" / "myadd.cpp"
+    library = tmp_path / "myadd_aten.so"
+    compiler_flags = ["-std=c++20", "-fPIC", "-shared", "-O0", "-fopenmp", f"-I{REPO_ROOT / 'csrc'}"]
+    compiler_flags += [f"-I{p}" for p in wheeltools._include_paths()]
+    wheeltools._run(["c++", *compiler_flags, source, "-o", library], 300, "compiling csrc/cpu/myadd.cpp")
+    kinds = wheeltools.symbols(library)
+    assert any(name.startswith(("at::", "c10::")) for name in kinds["torch C++"])
+
+
+def test_target_version_hides_newer_apis():
+    probe = REPO_ROOT / "csrc" / "stable" / "probes" / "newer_api.cpp"
+    ok, error = wheeltools.compiles(probe, TORCH_TARGET_VERSION)
+    assert not ok and "has no member named 'has_storage'" in error
+    assert wheeltools.compiles(probe, "0x020e000000000000") == (True, "")  # 2.14.0
+
+
+# -- (b) and (c): fresh installs, child processes -----------------------------------------------------
+def test_runs_on_torch_2_13_in_a_fresh_environment(wheel):
+    python = wheeltools.torch_environment("2.13.0")
+    wheeltools.install_into(python, wheel)
+    out = wheeltools.run(python, wheeltools.CHECK_INSTALL)
+    assert out.splitlines() == ["torch 2.13.0+cpu",
+                                "values equal ATen's: 52 cases (myadd and mymatmul, 4 dtypes)",
+                                "exact error messages: 2 cases",
+                                "opcheck: both operators pass"]
+
+
+def test_runs_on_the_pinned_torch_from_a_plain_install(site):
+    out = wheeltools.run(sys.executable, wheeltools.CHECK_INSTALL, pythonpath=site)
+    assert out.splitlines()[0] == f"torch {torch.__version__}"
+    assert out.splitlines()[1:] == ["values equal ATen's: 52 cases (myadd and mymatmul, 4 dtypes)",
+                                    "exact error messages: 2 cases", "opcheck: both operators pass"]
+
+
+# -- in this process: values, errors, the Python half ---------------------------------------------------
+def add_layouts(dtype):
+    from conftest import sample_inputs
+
+    return list(sample_inputs(dtype))
+
+
+def matmul_layouts(dtype):
+    g = torch.Generator().manual_seed(0)
+
+    def randn(*shape):
+        return torch.randn(shape, generator=g, dtype=dtype)
+
+    return [("contiguous", randn(70, 300), randn(300, 150)),
+            ("transposed", randn(9, 5).t(), randn(7, 9).t()),
+            ("sliced", randn(10, 12)[::2, 1:7], randn(12, 8)[:6, ::2]),
+            ("expanded", randn(5, 1).expand(5, 6), randn(1, 3).expand(6, 3)),
+            ("inner 0", randn(4, 0), randn(0, 3)),
+            ("empty", randn(0, 4), randn(4, 3))]
+
+
+class TestMyadd:
+    @pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+    def test_matches_aten_bit_for_bit(self, stable, dtype):
+        for name, x, y in add_layouts(dtype):
+            result = stable.myadd(x, y)
+            assert result.is_contiguous() and result.dtype == dtype, name
+            # Half types add in float and round once, like ATen: identical, not merely close.
+            torch.testing.assert_close(result, torch.add(x, y), rtol=0, atol=0, msg=name)
+
+    def test_gradients(self, stable):
+        x, y = (torch.randn(4, 5, dtype=torch.float64, requires_grad=True) for _ in range(2))
+        assert torch.autograd.gradcheck(stable.myadd, (x, y))
+
+    def test_autocast_keeps_the_dtype(self, stable):
+        x, y = torch.randn(3, 4), torch.randn(3, 4)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            assert stable.myadd(x, y).dtype == torch.float32
+
+    def test_opcheck(self, stable):
+        x, y = torch.randn(3, 4, requires_grad=True), torch.randn(4, 3).t()
+        results = torch.library.opcheck(torch.ops.stableops.myadd.default, (x, y))
+        assert set(results.values()) == {"SUCCESS"}, results
+
+
+class TestMymatmul:
+    @pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+    def test_matches_aten(self, stable, dtype):
+        for name, x, y in matmul_layouts(dtype):
+            result = stable.mymatmul(x, y)
+            expected = (x.double() @ y.double()).to(dtype)
+            tol = TOLERANCE[dtype] * max(1.0, x.shape[1] ** 0.5)  # long sums in the scale of the result
+            assert result.shape == expected.shape and result.dtype == dtype, name
+            torch.testing.assert_close(result, expected, rtol=tol, atol=tol, msg=name)
+
+    def test_gradients_first_and_second_order(self, stable):
+        x = torch.randn(4, 6, dtype=torch.float64, requires_grad=True)
+        y = torch.randn(6, 3, dtype=torch.float64, requires_grad=True)
+        assert torch.autograd.gradcheck(stable.mymatmul, (x, y))
+        assert torch.autograd.gradgradcheck(stable.mymatmul, (x, y))
+
+    def test_autocast_runs_in_bfloat16_on_cpu(self, stable):
+        x, y = torch.randn(8, 16), torch.randn(16, 4)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            result = stable.mymatmul(x, y)
+        assert result.dtype == torch.bfloat16
+        torch.testing.assert_close(result, x.bfloat16() @ y.bfloat16(), rtol=2e-2, atol=2e-2)
+
+    def test_opcheck(self, stable):
+        x, y = torch.randn(3, 4, requires_grad=True), torch.randn(5, 4, requires_grad=True).t()
+        results = torch.library.opcheck(torch.ops.stableops.mymatmul.default, (x, y))
+        assert set(results.values()) == {"SUCCESS"}, results
+
+
+# -- the bad-input matrix: (op, case) -> the exact message, from C++ (cpu) and from the fake kernel (meta) --
+def _t(shape, dtype=torch.float32, device="cpu"):
+    return torch.ones(shape, dtype=dtype, device=device)
+
+
+DTYPE_NAMES = {torch.int32: "Int", torch.int64: "Long", torch.bool: "Bool", torch.complex64: "ComplexFloat"}
+BAD = {
+    **{("myadd", f"{dtype}"): (lambda d, dtype=dtype: (_t((4, 6), dtype, d), _t((4, 6), dtype, d)),
+                               f"stableops::myadd: unsupported dtype {name}; supported are float16, bfloat16, "
+                               "float32 and float64, convert with .float()")
+       for dtype, name in DTYPE_NAMES.items()},
+    **{("mymatmul", f"{dtype}"): (lambda d, dtype=dtype: (_t((4, 6), dtype, d), _t((6, 3), dtype, d)),
+                                  f"stableops::mymatmul: unsupported dtype {name}; supported are float16, "
+                                  "bfloat16, float32 and float64, convert with .float()")
+       for dtype, name in DTYPE_NAMES.items()},
+    ("myadd", "mixed dtypes"): (lambda d: (_t((4, 6), device=d), _t((4, 6), torch.float64, d)),
+                                "stableops::myadd: expected tensors of the same dtype, got Float and Double; "
+                                "convert one with .to(dtype)"),
+    ("mymatmul", "mixed dtypes"): (lambda d: (_t((4, 6), torch.bfloat16, d), _t((6, 3), device=d)),
+                                   "stableops::mymatmul: expected tensors of the same dtype, got BFloat16 and "
+                                   "Float; convert one with .to(dtype)"),
+    ("myadd", "mismatched shapes"): (lambda d: (_t((4, 6), device=d), _t((5, 7), device=d)),
+                                     "stableops::myadd: expected tensors of the same shape, got [4, 6] and "
+                                     "[5, 7]; broadcast them first, e.g. with torch.broadcast_tensors"),
+    ("mymatmul", "mismatched shapes"): (lambda d: (_t((4, 6), device=d), _t((7, 3), device=d)),
+                                        "stableops::mymatmul: inner dimensions differ: self is [4, 6] and other "
+                                        "is [7, 3]; self.shape[1] must equal other.shape[0]"),
+    ("mymatmul", "1-d"): (lambda d: (_t((6,), device=d), _t((6, 3), device=d)),
+                          "stableops::mymatmul: expected two 2-d tensors, got 1-d and 2-d; reshape them to "
+                          "matrices, or use torch.matmul for batched products"),
+    ("mymatmul", "0-dim"): (lambda d: (_t((), device=d), _t((), device=d)),
+                            "stableops::mymatmul: expected two 2-d tensors, got 0-d and 0-d; reshape them to "
+                            "matrices, or use torch.matmul for batched products"),
+}
+# Mixed devices exist only with a second device: the meta tensor sends the call to the fake kernel.
+MIXED = {("myadd", "mixed devices"): (lambda: (_t((4, 6)), _t((4, 6), device="meta")),
+                                      "stableops::myadd: expected both tensors on the same device, got cpu and "
+                                      "meta; move one with .to(device)"),
+         ("mymatmul", "mixed devices"): (lambda: (_t((4, 6)), _t((6, 3), device="meta")),
+                                         "stableops::mymatmul: expected both tensors on the same device, got cpu "
+                                         "and meta; move one with .to(device)")}
+
+
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+@pytest.mark.parametrize("op, case", list(BAD), ids=[f"{op}-{case}" for op, case in BAD])
+def test_bad_input_has_the_exact_message(stable, op, case, device):
+    build, message = BAD[op, case]
+    with pytest.raises(RuntimeError) as error:
+        getattr(stable, op)(*build(device))
+    assert str(error.value) == message
+
+
+@pytest.mark.parametrize("op, case", list(MIXED), ids=[f"{op}-{case}" for op, case in MIXED])
+def test_mixed_devices_have_the_exact_message(stable, op, case):
+    build, message = MIXED[op, case]
+    with pytest.raises(RuntimeError) as error:
+        getattr(stable, op)(*build())
+    assert str(error.value) == message
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_fake_kernels_accept_what_the_cpu_kernels_accept(stable, dtype):
+    x = torch.empty(6, 4, dtype=dtype, device="meta").t()  # any strides
+    out = stable.myadd(x, torch.empty(4, 6, dtype=dtype, device="meta"))
+    assert (out.shape, out.dtype, out.is_contiguous()) == ((4, 6), dtype, True)
+    out = stable.mymatmul(x, torch.empty(6, 3, dtype=dtype, device="meta"))
+    assert (out.shape, out.dtype, out.is_contiguous()) == ((4, 3), dtype, True)
+
+
+# -- the dispatch table ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("op", ["myadd", "mymatmul"])
+def test_dispatch_table_rows(stable, op):
+    table = {e.key: e for e in dispatch.dispatch_table(f"stableops::{op}")}
+    assert (table["CPU"].kind, table["CPU"].source) == ("kernel", f"csrc/stable/cpu/{op}.cpp")
+    for key in ("Meta", "AutogradCPU", "AutogradCUDA"):
+        assert (table[key].kind, table[key].source) == ("kernel", "Python (torch.library)"), key
+    assert table["CUDA"].kind == "none"  # the wheel is CPU-only: see csrc/stable/cuda
+    autocast = ("kernel", "Python (torch.library)") if op == "mymatmul" else ("fallthrough", "torch")
+    assert (table["AutocastCPU"].kind, table["AutocastCPU"].source) == autocast
