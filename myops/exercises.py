@@ -634,6 +634,127 @@ def _check_08(context: _Context) -> None:
                        "0.002 (seconds per call, not per block of calls, not microseconds)")
 
 
+def _opcheck(what: str, op, samples, tests: tuple[str, ...] | None = None) -> None:
+    """torch.library.opcheck on every sample; the first failing test, by name, with its first line."""
+    import torch
+
+    for args in samples:
+        outcome = _call(f"opcheck of {what}", torch.library.opcheck, op, args, raise_exception=False,
+                        **({"test_utils": tests} if tests else {}))
+        for test, result in outcome.items():
+            if result != "SUCCESS":
+                raise Unsolved(f"opcheck's {test} fails for {what}: {_one_line(result)}")
+
+
+@_exercise("09_compile_and_opcheck", "C++")
+def _check_09(context: _Context) -> None:
+    import torch
+
+    _require_op("ex09", "mymatmul", f"keep the TORCH_LIBRARY block of {context.file('mymatmul.cpp')}")
+    _require_kernel(context, "ex09::mymatmul", "Meta",
+                    "register mymatmul_meta in a TORCH_LIBRARY_IMPL(ex09, Meta, m) block")
+    op = torch.ops.ex09.mymatmul.default
+    for dtype in (torch.float32, torch.float64):
+        a, b = torch.empty(3, 4, dtype=dtype, device="meta"), torch.empty(4, 5, dtype=dtype, device="meta")
+        _expect_close(f"ex09::mymatmul on meta {dtype} tensors of shapes [3, 4] and [4, 5]",
+                      _call("ex09::mymatmul on meta tensors", op, a, b), torch.empty(3, 5, dtype=dtype, device="meta"))
+    for shapes in (((3, 4), (5, 6)), ((3, 4), (4,))):
+        try:
+            op(torch.empty(*shapes[0], device="meta"), torch.empty(*shapes[1], device="meta"))
+        except RuntimeError:
+            pass
+        else:
+            raise Unsolved(f"ex09::mymatmul accepted meta tensors of shapes {[list(s) for s in shapes]}, which the "
+                           "CPU kernel rejects: make the Meta kernel run the same checks")
+    samples = [(_randn(3, 4), _randn(4, 5, seed=1)), (_randn(1, 7, dtype=torch.float64), _randn(7, 2, dtype=torch.float64))]
+    _opcheck("ex09::mymatmul", op, samples, ("test_schema", "test_faketensor", "test_aot_dispatch_dynamic"))
+
+
+@_exercise("10_vmap", "Python")
+def _check_10(context: _Context) -> None:
+    import torch
+
+    from myops.dispatch import CallCounter
+
+    context.load_python("rule.py")
+    op = _require_op("ex10", "myrmsnorm", f"keep the given operator in {context.file('rule.py')}")
+    weight, batched_weight = _randn(8, seed=1), _randn(6, 8, seed=2)
+    cases = [  # (in_dims, x, weight, eps, kernel calls a rule makes)
+        ((0, None), _randn(6, 4, 8), weight, 1e-6, 1),
+        ((1, None), _randn(4, 6, 8, seed=3), weight, 0.5, 1),
+        ((0, None), _randn(6, 8, seed=4), weight, 1e-6, 1),
+        ((0, 0), _randn(6, 4, 8, seed=5), batched_weight, 1e-6, None),
+    ]
+    for in_dims, x, w, eps, calls in cases:
+        what = f"vmap(ex10::myrmsnorm, in_dims={in_dims}) on x of shape {list(x.shape)}"
+        with CallCounter() as counter:
+            out = _call(what, torch.vmap(lambda a, b: op(a, b, eps), in_dims=in_dims), x, w)
+        xs = x.movedim(in_dims[0], 0)
+        ws = w.movedim(in_dims[1], 0) if in_dims[1] is not None else w.expand(xs.shape[0], *w.shape)
+        expected = torch.stack([_rmsnorm_reference(xi, wi, eps) for xi, wi in zip(xs, ws)])
+        made = counter.calls.get("ex10::myrmsnorm", 0)
+        if calls is not None and made != calls:
+            raise Unsolved(f"{what} called the operator {made} times for {xs.shape[0]} examples, expected once: "
+                           "register the batching rule with torch.library.register_vmap")
+        _expect_close(what, out, expected)
+
+
+@_exercise("11_python_torch_library", "Python")
+def _check_11(context: _Context) -> None:
+    import torch
+
+    context.load_python("myrmsnorm.py")
+    op = _require_op("ex11", "myrmsnorm", f"define it with torch.library.custom_op in {context.file('myrmsnorm.py')}")
+    schema = op._schema
+    found = ([(a.name, str(a.type), a.default_value) for a in schema.arguments], [str(r.type) for r in schema.returns])
+    if found != ([("self", "Tensor", None), ("weight", "Tensor", None), ("eps", "float", 1e-6)], ["Tensor"]):
+        raise Unsolved(f"the schema is {schema}, expected (Tensor self, Tensor weight, float eps=1e-06) -> Tensor "
+                       "(it comes from the argument names, the type hints and the default)")
+    w = _randn(5, dtype=torch.float64, seed=1)
+    for shape in ((3, 5), (5,), (2, 3, 5)):
+        x = _randn(*shape, dtype=torch.float64, seed=len(shape))
+        for eps in (1e-6, 0.5):
+            _expect_close(f"ex11::myrmsnorm on shape {list(shape)} with eps={eps}",
+                          _call("ex11::myrmsnorm", op, x, w, eps), _rmsnorm_reference(x, w, eps))
+    try:
+        with torch._subclasses.fake_tensor.FakeTensorMode():
+            op(torch.empty(3, 5), torch.empty(5))
+    except Exception as error:
+        raise Unsolved(f"ex11::myrmsnorm on fake tensors raised {_one_line(error)}: register a fake kernel "
+                       "(@myrmsnorm.register_fake)") from None
+    for shape in ((3, 5), (5,), (2, 3, 5)):
+        x = _randn(*shape, dtype=torch.float64, seed=len(shape))
+        for needs in ((True, True), (True, False), (False, True)):
+            _expect_grads(f"ex11::myrmsnorm on shape {list(shape)} with requires_grad={needs}",
+                          lambda a, b: op(a, b, 0.5), (x.clone().requires_grad_(needs[0]), w.clone().requires_grad_(needs[1])),
+                          lambda a, b: _rmsnorm_reference(a, b, 0.5))
+    _opcheck("ex11::myrmsnorm", op, [(_randn(3, 5), _randn(5, seed=1)),
+                                     (_randn(2, 4, requires_grad=True), _randn(4, seed=2, requires_grad=True), 0.1)])
+
+
+@_exercise("12_boxed_kernels_and_backends", "C++")
+def _check_12(context: _Context) -> None:
+    import torch
+
+    for name in ("sum2", "sum3", "scaled_sum"):
+        _require_op("ex12", name, f"keep the TORCH_LIBRARY block of {context.file('sum_boxed.cpp')}")
+        _require_kernel(context, f"ex12::{name}", "CPU", f"register sum_boxed for {name} in the "
+                        "TORCH_LIBRARY_IMPL(ex12, CPU, m) block")
+    if "makeFromBoxedFunction" not in _code(context, (".cpp",)):
+        raise Unsolved("register sum_boxed as a boxed kernel, with torch::CppFunction::makeFromBoxedFunction")
+    ops = torch.ops.ex12
+    for dtype in (torch.float32, torch.float64):
+        a, b, c = (_randn(4, 3, dtype=dtype, seed=seed) for seed in range(3))
+        _expect_close(f"ex12::sum2 on {dtype}", _call("ex12::sum2", ops.sum2, a, b), a + b)
+        _expect_close(f"ex12::sum3 on {dtype}", _call("ex12::sum3", ops.sum3, a, b, c), a + b + c)
+        _expect_close(f"ex12::scaled_sum(a, b, 2.5) on {dtype}", _call("ex12::scaled_sum", ops.scaled_sum, a, b, 2.5),
+                      (a + b) * 2.5)
+        before = a.clone()
+        ops.sum2(a, b)
+        if not torch.equal(a, before):
+            raise Unsolved("ex12::sum2 changed its first argument: add into a new tensor, not into the input")
+
+
 def main(argv: list[str] | None = None) -> int:
     """`python -m myops.exercises check NN | --all [--solution]`: check exercises, one line each."""
     argv = list(sys.argv[1:] if argv is None else argv)

@@ -1,0 +1,23 @@
+"""Exercise 11 (notebook 11_python_torch_library): a whole operator stack in Python with torch.library.
+
+Write ex11::myrmsnorm, out = self / sqrt(mean(self^2, last dim) + eps) * weight, as a Python custom operator:
+  1. the kernel, decorated with torch.library.custom_op("ex11::myrmsnorm", mutates_args=()); the schema
+     `(Tensor self, Tensor weight, float eps=1e-06) -> Tensor` comes from the type hints and the default;
+  2. a fake kernel (@myrmsnorm.register_fake): shape and dtype only, for torch.compile and opcheck;
+  3. autograd (myrmsnorm.register_autograd(backward, setup_context=...)), with r = 1 / sqrt(mean(x^2) + eps):
+       d self   = r * (g * weight) - self * r^3 * mean(self * g * weight, last dim, keepdim)
+       d weight = sum over every dimension but the last of g * self * r
+Check your answer with:  python -m myops.exercises check 11
+"""
+import torch
+from torch import Tensor
+
+
+@torch.library.custom_op("ex11::myrmsnorm", mutates_args=())
+def myrmsnorm(self: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
+    raise NotImplementedError("not solved yet: write ex11::myrmsnorm in exercises/11_python_torch_library/myrmsnorm.py")
+
+
+# TODO: the fake kernel.
+
+# TODO: the autograd registration.
