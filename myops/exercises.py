@@ -258,7 +258,7 @@ def _child_main(number: str, root: str, build_dir: str) -> None:
 
 # -- helpers the checks share ---------------------------------------------------------------------------
 
-_TABLE_LINE = re.compile(r"^(?P<key>\w+): (?:fallthrough )?registered at (?P<where>.+):\d+ \[(?P<kind>[^\]]+)\]$")
+_TABLE_LINE = re.compile(r"^(?P<key>\w+)(?:\[alias\])?: (?:fallthrough )?registered at (?P<where>.+):\d+ \[(?P<kind>[^\]]+)\]$")
 
 
 def _registrations(op: str) -> dict[str, tuple[str, str]]:
@@ -281,6 +281,30 @@ def _require_kernel(context: _Context, op: str, key: str, hint: str) -> None:
     if kind not in ("kernel", "autograd kernel") or not mine:
         found = "nothing" if kind == "none" else ("an " if kind[0] in "aeiou" else "a ") + kind + ("" if mine else " from PyTorch")
         raise Unsolved(f"{op} has no kernel on the {key} key (the dispatch table shows {found} there); {hint}")
+
+
+def _is_catch_all(op: str) -> bool:
+    """A kernel given to def() (or registered without a key) is CompositeImplicitAutograd: a "math kernel"."""
+    return _registrations(op).get("CPU", ("", ""))[0] == "math kernel"
+
+
+@contextlib.contextmanager
+def _captured_stderr():
+    """Collect what C++ writes to file descriptor 2 meanwhile (sys.stderr does not see it)."""
+    import tempfile
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    text: list[str] = []
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield text
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            text.append(sink.read().decode(errors="replace"))
 
 
 def _require_op(namespace: str, name: str, hint: str):
@@ -402,7 +426,7 @@ def _check_02(context: _Context) -> None:
     _require_op("ex02", "mymul", f"keep the TORCH_LIBRARY block of {context.file('mymul.cpp')}")
     _require_kernel(context, "ex02::mymul", "CPU",
                     "register mymul_cpu in the TORCH_LIBRARY_IMPL(ex02, CPU, m) block")
-    if "CompositeImplicitAutograd" in _registrations("ex02::mymul"):
+    if _is_catch_all("ex02::mymul"):
         raise Unsolved("ex02::mymul has a catch-all kernel (CompositeImplicitAutograd): register the kernel "
                        "for the CPU key only")
     op = torch.ops.ex02.mymul.default
@@ -753,6 +777,48 @@ def _check_12(context: _Context) -> None:
         ops.sum2(a, b)
         if not torch.equal(a, before):
             raise Unsolved("ex12::sum2 changed its first argument: add into a new tensor, not into the input")
+
+
+@_exercise("13_migrating_from_2020", "C++")
+def _check_13(context: _Context) -> None:
+    import torch
+
+    _require_op("ex13", "mymul", f"keep the schema in the TORCH_LIBRARY block of {context.file('mymul.cpp')}")
+    if _is_catch_all("ex13::mymul"):
+        raise Unsolved("ex13::mymul's kernel is still a catch-all (def(schema, fn) files it under "
+                       "CompositeImplicitAutograd, for every backend): define the schema alone and register "
+                       "mymul_cpu in a TORCH_LIBRARY_IMPL(ex13, CPU, m) block")
+    _require_kernel(context, "ex13::mymul", "CPU", "register mymul_cpu in a TORCH_LIBRARY_IMPL(ex13, CPU, m) block")
+    _require_alias_autograd(context, "ex13::mymul", "mymul_autograd")
+    op = torch.ops.ex13.mymul.default
+    a, b = _randn(2, 3, dtype=torch.float64, requires_grad=True), _randn(2, 3, dtype=torch.float64, seed=1,
+                                                                          requires_grad=True)
+    # The deprecated guard warns once per process, through c10's warning handler: straight to fd 2 here.
+    with warnings.catch_warnings(record=True) as caught, _captured_stderr() as stderr:
+        warnings.simplefilter("always")
+        out = _call("ex13::mymul", op, a, b)
+    if "AutoNonVariableTypeMode" in "".join(stderr) + "".join(str(w.message) for w in caught):
+        raise Unsolved("ex13::mymul's autograd kernel uses at::AutoNonVariableTypeMode, which is deprecated and "
+                       "warns at run time: use at::AutoDispatchBelowADInplaceOrView")
+    if isinstance(out, torch.Tensor) and out.shape != a.shape:
+        raise Unsolved(f"ex13::mymul with requires_grad returned shape {list(out.shape)} for inputs of shape "
+                       f"{list(a.shape)}: apply() returns a Tensor, and [0] selects its first row")
+    _expect_grads("ex13::mymul with requires_grad", op, (a, b), torch.mul)
+    _require_kernel(context, "ex13::mymul", "AutocastCPU", "register the autocast wrapper on AutocastCPU (the "
+                    "old key name Autocast is AutocastCUDA)")
+    x, y = _randn(3, 4), _randn(3, 4, seed=1)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = _call("ex13::mymul under CPU autocast", op, x, y)
+    if isinstance(out, torch.Tensor) and out.dtype != torch.bfloat16:
+        raise Unsolved(f"under torch.autocast('cpu', dtype=torch.bfloat16), ex13::mymul returned {out.dtype}, "
+                       "expected torch.bfloat16: give cached_cast the device type (its default is CUDA)")
+    _expect_close("ex13::mymul under CPU autocast", out, x.bfloat16() * y.bfloat16())
+    try:
+        op(torch.empty(2, device="meta"), torch.empty(2, device="meta"))
+    except NotImplementedError:
+        pass
+    else:
+        raise Unsolved("ex13::mymul ran on meta tensors: its kernel must serve the CPU key only")
 
 
 def main(argv: list[str] | None = None) -> int:
