@@ -188,6 +188,54 @@ def run(python: Path | str, script: Path | str, pythonpath: Path | None = None, 
 CHECK_INSTALL = HERE / "check_install.py"
 
 
+# -- the CUDA kernels (not in the wheel) -----------------------------------------------------------------
+# The wheel is CPU-only. A CUDA kernel library is tied to a CUDA runtime major version as well as to torch,
+# so it would ship as one wheel per CUDA release; the stable ABI removes only the torch axis. The tests
+# compile csrc/stable/cuda/ where a CUDA toolkit exists and load it next to the installed wheel.
+CUDA_BUILD = BUILD / "cuda"
+
+
+def build_cuda() -> Path:
+    """csrc/stable/cuda/*.cu compiled into build/stable/cuda/stableops_cuda.so (in a child process)."""
+    from myops import toolchain
+
+    reason = toolchain.cuda_skip_reason()
+    if reason:
+        raise WheelError(f"myops_stable: the CUDA kernels cannot be compiled here: {reason}")
+    env = {**os.environ, "CUDA_HOME": str(toolchain.find_cuda_home()),
+           "TORCH_CUDA_ARCH_LIST": toolchain.cuda_arch_list()}
+    library = CUDA_BUILD / "stableops_cuda.so"
+    digest = hashlib.sha256(f"{torch.__version__}|{env['CUDA_HOME']}|{env['TORCH_CUDA_ARCH_LIST']}".encode())
+    for path in sorted((REPO / "csrc" / "stable").rglob("*")):
+        if path.suffix in (".cu", ".h"):
+            digest.update(path.read_bytes())
+    stamp = CUDA_BUILD / "fingerprint"
+    with _exclusive("cuda"):
+        if not (library.is_file() and stamp.is_file() and stamp.read_text() == digest.hexdigest()):
+            _run([sys.executable, HERE / "wheeltools.py", "build-cuda"], BUILD_TIMEOUT,
+                 "compiling csrc/stable/cuda", env=env, cwd=REPO)
+            stamp.write_text(digest.hexdigest())
+    return library
+
+
+def _compile_cuda() -> None:
+    # Runs in the child process that build_cuda starts, with CUDA_HOME set before torch reads it.
+    logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
+    from torch.utils import cpp_extension
+
+    CUDA_BUILD.mkdir(parents=True, exist_ok=True)
+    cpp_extension.load(
+        name="stableops_cuda",
+        sources=[str(p) for p in sorted((REPO / "csrc" / "stable" / "cuda").glob("*.cu"))],
+        extra_include_paths=[str(REPO / "csrc")],
+        extra_cflags=list(CXX_FLAGS),
+        extra_cuda_cflags=["-O3", f"-DTORCH_TARGET_VERSION={TORCH_TARGET_VERSION}"],
+        build_directory=str(CUDA_BUILD),
+        is_python_module=False,
+        verbose=False,
+    )
+
+
 # -- symbols ---------------------------------------------------------------------------------------------
 MANGLED_TORCH = re.compile(r"\b(c10|at|torch|caffe2)::")
 
@@ -303,3 +351,7 @@ def side_by_side(left: tuple[str, str | None], right: tuple[str, str | None]):
         f"<td style='vertical-align:top; text-align:left'><b>csrc/{path}</b>{show(path, name)._repr_html_()}</td>"
         for path, name in (left, right))
     return HTML(f"<table><tr>{columns}</tr></table>")
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["build-cuda"]:
+    _compile_cuda()

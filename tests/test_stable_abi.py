@@ -14,7 +14,7 @@ import sys
 import pytest
 import torch
 
-from myops import dispatch
+from myops import dispatch, toolchain
 from myops.build import REPO_ROOT
 
 sys.path.insert(0, str(REPO_ROOT / "stable"))
@@ -263,3 +263,46 @@ def test_dispatch_table_rows(stable, op):
     assert table["CUDA"].kind == "none"  # the wheel is CPU-only: see csrc/stable/cuda
     autocast = ("kernel", "Python (torch.library)") if op == "mymatmul" else ("fallthrough", "torch")
     assert (table["AutocastCPU"].kind, table["AutocastCPU"].source) == autocast
+
+
+# -- CUDA: csrc/stable/cuda, compiled where a toolkit exists (not in the wheel: see wheeltools.build_cuda) --
+CUDA_CHILD = """
+import torch, myops_stable
+from myops import dispatch
+torch.ops.load_library({library!r})
+for op in ("myadd", "mymatmul"):
+    entry = {{e.key: e for e in dispatch.dispatch_table("stableops::" + op)}}["CUDA"]
+    print(op, entry.kind, entry.source)
+if torch.cuda.is_available():
+    cases = 0
+    for dtype, tol in ((torch.float16, 2e-3), (torch.bfloat16, 2e-2), (torch.float32, 1e-5), (torch.float64, 1e-12)):
+        x, y = torch.randn(300, 200, dtype=dtype, device="cuda"), torch.randn(200, 300, dtype=dtype, device="cuda")
+        for a, b in ((x, y.t()), (x[:, ::2], y.t()[:, 1::2]), (x[:1].expand(300, 200), y.t()), (x[:0], y.t()[:0])):
+            torch.testing.assert_close(myops_stable.myadd(a, b), a + b, rtol=0, atol=0)
+            cases += 1
+        for a, b in ((x, y), (x.t().contiguous().t(), y[:, :7]), (x[:, :0], y[:0]), (x[:5], y.t().contiguous().t())):
+            expected = (a.double() @ b.double()).to(dtype)
+            torch.testing.assert_close(myops_stable.mymatmul(a, b), expected, rtol=tol * 15, atol=tol * 15)
+            cases += 1
+    try:
+        myops_stable.myadd(x, y.cpu())
+    except RuntimeError as error:
+        print(error)
+    x = torch.randn(20, 30, dtype=torch.float64, device="cuda", requires_grad=True)
+    w = torch.randn(30, 10, dtype=torch.float64, device="cuda", requires_grad=True)
+    assert torch.autograd.gradcheck(myops_stable.mymatmul, (x, w))
+    print("gpu cases equal to ATen:", cases)
+"""
+
+
+@pytest.mark.skipif(toolchain.cuda_skip_reason() is not None, reason=str(toolchain.cuda_skip_reason()))
+def test_cuda_kernels_compile_register_and_match_aten_on_a_gpu(site):
+    library = wheeltools.build_cuda()
+    assert wheeltools.symbols(library)["torch C++"] == []  # the CUDA library is stable-ABI only too
+    out = wheeltools.run(sys.executable, CUDA_CHILD.format(library=str(library)), pythonpath=site).splitlines()
+    assert out[:2] == ["myadd kernel csrc/stable/cuda/myadd.cu", "mymatmul kernel csrc/stable/cuda/mymatmul.cu"]
+    if torch.cuda.is_available():
+        assert out[2:] == ["stableops::myadd: expected both tensors on the same device, got cuda:0 and cpu; "
+                           "move one with .to(device)", "gpu cases equal to ATen: 32"]
+    else:
+        assert out[2:] == []
