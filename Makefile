@@ -4,10 +4,12 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+# The project's JupyterLab defaults, installed into the environment (a user's own settings still win).
+LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings/overrides.json
 
 .PHONY: setup lab test clean outputs
 
-setup: $(STAMP)
+setup: $(STAMP) $(LAB_SETTINGS)
 
 # Re-runs only when the pins or the package metadata change.
 $(STAMP): requirements.txt pyproject.toml
@@ -17,11 +19,17 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
+# No "get notified about official Jupyter news?" pop-up over the notebook on first start.
+$(LAB_SETTINGS): tools/jupyterlab-overrides.json $(STAMP)
+	mkdir -p $(dir $@)
+	cp $< $@
+
 # JupyterLab refuses to run as root unless told to (containers and CI machines often are root).
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
+# Serves on localhost only, with a token in the URL it prints and opens.
 lab: setup
-	$(VENV)/bin/jupyter lab $(ROOT_FLAG) notebooks
+	$(VENV)/bin/jupyter lab --ip=127.0.0.1 $(ROOT_FLAG) notebooks
 
 test: setup
 	$(PY) -m pytest

@@ -1,7 +1,9 @@
-"""`make lab` serves the notebooks: start JupyterLab on a loopback port, list them, stop it."""
+"""`make lab` as a learner meets it: JupyterLab on a loopback port with a token, notebooks run through
+its user interface in a real browser (headless Chromium driven by Playwright)."""
 import json
 import os
 import secrets
+import shutil
 import socket
 import subprocess
 import sys
@@ -9,7 +11,12 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from myops.build import REPO_ROOT
+
+NOTEBOOKS = REPO_ROOT / "notebooks"
+SCREENSHOTS = REPO_ROOT / "build" / "jupyterlab"
 
 
 def free_port():
@@ -18,28 +25,124 @@ def free_port():
         return s.getsockname()[1]
 
 
-def test_jupyterlab_serves_the_notebooks(tmp_path):
-    port, token = free_port(), secrets.token_hex(16)
-    lab = subprocess.Popen(
-        [str(Path(sys.executable).parent / "jupyter"), "lab", "--no-browser", "--ip=127.0.0.1",
-         f"--port={port}", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={REPO_ROOT / 'notebooks'}",
-         *(["--allow-root"] if os.geteuid() == 0 else [])],  # as `make lab` does
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"})
-    try:
-        url = f"http://127.0.0.1:{port}/api/contents?token={token}"
+def chromium():
+    """The system Chromium (Debian's package), or None: Playwright's own browser download is not used."""
+    return next((path for name in ("chromium", "chromium-browser") if (path := shutil.which(name))), None)
+
+
+class Lab:
+    """A JupyterLab server started the way `make lab` starts it, serving a folder of notebooks."""
+
+    def __init__(self, root: Path, home: Path):
+        self.port, self.token, self.root = free_port(), secrets.token_hex(16), root
+        self.process = subprocess.Popen(
+            [str(Path(sys.executable).parent / "jupyter"), "lab", "--no-browser", "--ip=127.0.0.1",
+             f"--port={self.port}", f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={root}",
+             *(["--allow-root"] if os.geteuid() == 0 else [])],  # as `make lab` does
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            env={**os.environ, "HOME": str(home)})  # a first start: no user settings yet
         deadline = time.monotonic() + 60
         while True:
             try:
-                with urllib.request.urlopen(url, timeout=5) as response:
-                    listing = json.load(response)
-                break
+                self.api("status")
+                return
             except OSError:
-                assert lab.poll() is None, "jupyter lab exited"
+                assert self.process.poll() is None, "jupyter lab exited"
                 assert time.monotonic() < deadline, "jupyter lab did not answer within 60 s"
                 time.sleep(0.5)
-        served = {item["name"] for item in listing["content"] if item["type"] == "notebook"}
-        expected = {p.name for p in (REPO_ROOT / "notebooks").glob("*.ipynb")}
-        assert expected and served == expected
-    finally:
-        lab.terminate()
-        lab.wait(timeout=30)
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}/{path}?token={self.token}"
+
+    def api(self, path: str):
+        with urllib.request.urlopen(self.url(f"api/{path}"), timeout=5) as response:
+            return json.load(response)
+
+    def stop(self):
+        self.process.terminate()
+        self.process.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    # A copy of the notebooks: running them through the UI saves them, and the stored ones must not change.
+    root = tmp_path_factory.mktemp("lab") / "notebooks"
+    shutil.copytree(NOTEBOOKS, root)
+    server = Lab(root, tmp_path_factory.mktemp("home"))
+    yield server
+    server.stop()
+
+
+def test_jupyterlab_serves_the_notebooks(lab):
+    served = {item["name"] for item in lab.api("contents")["content"] if item["type"] == "notebook"}
+    assert served == {p.name for p in NOTEBOOKS.glob("*.ipynb")}
+
+
+def test_make_lab_serves_on_loopback_with_the_news_prompt_turned_off():
+    recipe = subprocess.run(["make", "-n", "lab"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60).stdout
+    assert "jupyter lab --ip=127.0.0.1" in recipe
+    installed = Path(sys.prefix) / "share" / "jupyter" / "lab" / "settings" / "overrides.json"
+    assert json.loads(installed.read_text()) == json.loads((REPO_ROOT / "tools" / "jupyterlab-overrides.json").read_text())
+    assert json.loads(installed.read_text())["@jupyterlab/apputils-extension:notification"]["fetchNews"] == "false"
+
+
+def run_all_cells_in_the_browser(lab, name: str, screenshot: Path, timeout: float = 600) -> dict:
+    """Open `name` in JupyterLab, Run > Run All Cells, save from the UI; the notebook as saved."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=chromium(),
+            # root needs --no-sandbox; the rest keeps Chromium off a network this machine does not have
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                  "--no-first-run", "--disable-sync"])
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.goto(lab.url(f"lab/tree/{name}"))
+            page.wait_for_selector(".jp-StatusBar-Widget:has-text('Idle')", timeout=120_000)  # kernel started
+            page.click("div.lm-MenuBar-itemLabel:text-is('Run')")
+            page.click("li.lm-Menu-item:has-text('Run All Cells')")
+            deadline = time.monotonic() + timeout
+            while True:
+                time.sleep(1)
+                states = [s["kernel"]["execution_state"] for s in lab.api("sessions") if s["path"] == name]
+                assert states, f"{name}: the kernel's session is gone"
+                assert states != ["dead"], f"{name}: the kernel died"
+                if states == ["idle"]:
+                    page.keyboard.press("Control+s")
+                    page.wait_for_selector(".jp-StatusBar-Widget:has-text('Saving completed')", timeout=30_000)
+                    saved = json.loads((lab.root / name).read_text())
+                    if all(c["execution_count"] for c in saved["cells"] if c["cell_type"] == "code"):
+                        break
+                assert time.monotonic() < deadline, f"{name}: cells still running after {timeout} s"
+            assert not page.get_by_text("official Jupyter news").is_visible(), "the news prompt covers the notebook"
+            screenshot.parent.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(screenshot))
+            return saved
+        finally:
+            browser.close()
+
+
+def shown(cell) -> list:
+    """A cell's outputs, less the lines a cold build of a layer adds (see notebooks/sanitize.cfg)."""
+    def progress_only(output):
+        text = "".join(output.get("text", ""))
+        return output["output_type"] == "stream" and all(line.startswith("myops: ") for line in text.splitlines())
+    return [o for o in cell["outputs"] if not progress_only(o)]
+
+
+@pytest.mark.skipif(chromium() is None, reason="no system Chromium (apt-get install chromium); .ci/run installs it")
+@pytest.mark.parametrize("name", ["01_schema.ipynb", "04_autograd.ipynb"])
+def test_notebook_runs_through_the_jupyterlab_ui(lab, name):
+    saved = run_all_cells_in_the_browser(lab, name, SCREENSHOTS / name.replace(".ipynb", ".png"))
+    stored = json.loads((NOTEBOOKS / name).read_text())
+    code = [c for c in saved["cells"] if c["cell_type"] == "code"]
+    assert [c["execution_count"] for c in code] == list(range(1, len(code) + 1)), "cells ran out of order"
+    for ran, expected in zip(code, (c for c in stored["cells"] if c["cell_type"] == "code")):
+        errors = [o for o in ran["outputs"] if o["output_type"] == "error"]
+        if "raises-exception" in expected["metadata"].get("tags", []):
+            assert [e["ename"] for e in errors] == [o["ename"] for o in expected["outputs"] if o["output_type"] == "error"]
+        else:
+            assert not errors, f"{name}: {errors[0]['ename']}: {errors[0]['evalue']}"
+        assert bool(shown(ran)) == bool(shown(expected)), "".join(ran["source"])[:200]
+    assert [s["kernel"]["execution_state"] for s in lab.api("sessions") if s["path"] == name] == ["idle"]
