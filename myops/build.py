@@ -14,6 +14,7 @@ import hashlib
 import json
 import logging
 import os
+import platform
 import re
 import shutil
 import sys
@@ -27,7 +28,10 @@ from myops.toolchain import REPO_ROOT
 
 MANIFEST = "layers.json"  # in the csrc/ tree; CMake and the benchmarks read it too
 
-CXX_FLAGS = ("-O3", "-fopenmp")  # without -fopenmp, at::parallel_for silently runs on one thread
+# Without -fopenmp, at::parallel_for silently runs on one thread. A layer is compiled on the machine
+# that runs it, so it may use every instruction that CPU has: -march=native lets cpu/vectorized.h pick
+# AVX2 or AVX-512 for at::vec::Vectorized (portable builds, CMake and wheels, leave it out).
+CXX_FLAGS = ("-O3", "-fopenmp") + (("-march=native",) if os.uname().machine == "x86_64" else ())
 LD_FLAGS = ("-fopenmp",)
 CUDA_FLAGS = ("-O3",)
 
@@ -189,6 +193,11 @@ class Builder:
         cuda = self.is_cuda(layer)
         if cuda and (reason := toolchain.cuda_skip_reason()):
             raise LayerUnavailableError(f"myops: layer {layer!r} cannot be built here: {reason}")
+        if platform.system() != "Linux":
+            raise LayerBuildError(
+                f"myops: layer {layer!r} cannot be compiled on {platform.system()}: the course's build is made "
+                "and tested on Linux only (on macOS, Apple clang has no OpenMP, which the kernels use to run "
+                "on more than one thread); run the notebooks on Linux, e.g. in a Linux VM or container")
         compiler = os.environ.get("CXX", "c++")  # what cpp_extension compiles with
         if shutil.which(compiler) is None:
             raise LayerBuildError(f"myops: no C++ compiler {compiler!r} found to build layer {layer!r}; install "

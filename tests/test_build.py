@@ -294,6 +294,14 @@ def test_arch_list_is_overridable(monkeypatch):
         assert toolchain.cuda_arch_list() == toolchain.DEFAULT_CUDA_ARCH_LIST
 
 
+def test_other_systems_get_one_clear_message(tmp_path, monkeypatch):
+    csrc, build_dir = make_tree(tmp_path, "unused")
+    monkeypatch.setattr(build.platform, "system", lambda: "Darwin")
+    with pytest.raises(build.LayerBuildError, match=r"^myops: layer 'probe' cannot be compiled on Darwin: the "
+                       r"course's build is made and tested on Linux only \(on macOS, Apple clang has no OpenMP"):
+        build.Builder(csrc, build_dir).load("probe")
+
+
 def test_missing_compiler_is_named(tmp_path, monkeypatch):
     csrc, build_dir = make_tree(tmp_path, "unused")
     monkeypatch.setenv("CXX", "no-such-c++")
