@@ -269,10 +269,16 @@ def symbols(library: Path) -> dict[str, list[str]]:
     return {"torch C shim": shim, "torch C++": torch_cpp, "other": other}
 
 
-def torch_library_symbols() -> set[str]:
+def torch_library_symbols(python: Path | None = None) -> set[str]:
     """The symbols the torch libraries (libtorch_cpu, libtorch, libc10) define and the C++ standard library
-    does not: libtorch also exports instantiations of std:: templates, which are no tie to a torch release."""
-    lib = Path(torch.__file__).parent / "lib"
+    does not: libtorch also exports instantiations of std:: templates, which are no tie to a torch release.
+
+    Of this process's torch, or of the torch in the virtual environment of `python`.
+    """
+    if python is None:
+        lib = Path(torch.__file__).parent / "lib"
+    else:
+        (lib,) = Path(python).parent.parent.glob("lib/python*/site-packages/torch/lib")
     found: set[str] = set()
     for name in ("libtorch_cpu.so", "libtorch.so", "libc10.so"):
         found.update(_nm(lib / name, "--defined-only"))

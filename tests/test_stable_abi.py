@@ -97,6 +97,9 @@ def test_runs_on_torch_2_13_in_a_fresh_environment(wheel):
     python = wheeltools.torch_environment("2.13.0")
     wheeltools.install_into(python, wheel)
     out = wheeltools.run(python, wheeltools.CHECK_INSTALL)
+    # What TORCH_TARGET_VERSION guards against: a shim function of 2.14 that 2.13 does not export.
+    assert "torch_has_storage" in wheeltools.torch_library_symbols()
+    assert "torch_has_storage" not in wheeltools.torch_library_symbols(python)
     assert out.splitlines() == ["torch 2.13.0+cpu",
                                 "values equal ATen's: 52 cases (myadd and mymatmul, 4 dtypes)",
                                 "exact error messages: 2 cases",
