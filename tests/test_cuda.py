@@ -4,6 +4,8 @@ Inputs come from tests/helpers.py, built on the GPU itself, so that strided layo
 kernels (a layout built on the CPU and moved with .cuda() arrives contiguous). The first tests prove, on
 the devices this machine has (CPU and meta everywhere), that each layout is what its name claims.
 """
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -12,6 +14,7 @@ from myops import dispatch, toolchain
 from helpers import (FLOAT_DTYPES, TOLERANCES, VECTOR_BYTES, Randn, element_offset_bytes, layout, layout_names,
                      layouts, matmul_layouts, rmsnorm_layouts, rmsnorm_reference, storage_tensor)
 
+REPO_ROOT = Path(__file__).resolve().parent.parent
 NO_GPU = "no CUDA GPU on this machine"
 needs_toolchain = pytest.mark.skipif(toolchain.cuda_skip_reason() is not None,
                                      reason=str(toolchain.cuda_skip_reason()))
@@ -132,6 +135,85 @@ def test_layouts_built_on_cpu_and_moved_lose_their_strides():
     expanded, _ = layout("expanded", torch.float32, "cpu")
     assert _has_gaps(sliced) and 0 in expanded.stride()
     assert sliced.to("meta").is_contiguous() and expanded.to("meta").is_contiguous()
+
+
+# -- the strided myadd's plan, run on the CPU ------------------------------------------------------------
+# tests/cuda_plan_check.cpp compiles csrc/cuda/plan.h (the planning and index arithmetic of the strided
+# kernel, no CUDA in it) into a CPU library of its own namespace: the GPU kernel's addressing, proved here.
+DENSE, STRIDED32, STRIDED64, CONTIGUOUS_COPIES = range(4)  # myops::cuda::Path
+EXPECTED_PLANS = {  # layout: (path, merged dimensions) for myadd(a, b) into a new contiguous tensor
+    "contiguous": (DENSE, 1),
+    "transposed": (STRIDED32, 2),
+    "transposed_and_contiguous": (STRIDED32, 2),
+    "sliced_with_gaps": (STRIDED32, 2),
+    "expanded": (STRIDED32, 2),
+    "channels_last": (STRIDED32, 3),
+    "channels_last_and_contiguous": (STRIDED32, 3),
+    "offset_aligned": (DENSE, 1),  # alignment is checked at launch: dense, vectorized or not
+    "offset_unaligned": (DENSE, 1),
+    "offset_mixed": (DENSE, 1),
+    "permuted_12d": (STRIDED32, 12),
+    "permuted_20d": (CONTIGUOUS_COPIES, 20),
+    "0-dim": (DENSE, 0),
+}
+
+
+@pytest.fixture(scope="module")
+def plan_check():
+    from torch.utils import cpp_extension
+
+    build = REPO_ROOT / "build" / "cuda_plan_check"
+    build.mkdir(parents=True, exist_ok=True)
+    cpp_extension.load(name="myops_cuda_plan_check", sources=[str(REPO_ROOT / "tests" / "cuda_plan_check.cpp")],
+                       extra_include_paths=[str(REPO_ROOT / "csrc")], build_directory=str(build),
+                       is_python_module=False, verbose=False)
+    return torch.ops.myops_plan_check
+
+
+def test_every_layout_has_an_expected_plan():
+    assert set(EXPECTED_PLANS) == set(layout_names()) - {"empty"}  # myadd returns before planning 0 elements
+
+
+@pytest.mark.parametrize("name", list(EXPECTED_PLANS))
+def test_plan_path_and_dimensions(plan_check, name):
+    a, b = layout(name, torch.float32, "cpu")
+    out = torch.empty(a.shape)
+    path, ndim, *dims = plan_check.plan_of(out, a, b)
+    assert (path, ndim) == EXPECTED_PLANS[name]
+    self_strides = dims[2::4]  # each merged dimension: size, out, self, other strides
+    if self_strides and 0 not in self_strides:  # innermost: the one `self` steps through fastest
+        assert self_strides[0] == min(self_strides), dims
+
+
+def test_plan_merges_a_dense_layout_in_place(plan_check):
+    """In place, channels-last self and other are one dense run: the vectorized path, not the strided one."""
+    a, b = layout("channels_last", torch.float32, "cpu")
+    assert plan_check.plan_of(a, a, b)[:2] == [DENSE, 1]
+
+
+def test_plan_needs_64_bits_beyond_int32_offsets(plan_check):
+    """Meta tensors: the plan needs only sizes and strides, so 2**31 elements cost no memory here."""
+    n = 2**31 + 64
+    flat = torch.empty(n, device="meta")
+    assert plan_check.plan_of(torch.empty(n, device="meta"), flat, flat)[:2] == [DENSE, 1]
+    transposed = flat.view(2, n // 2).t()
+    assert plan_check.plan_of(torch.empty(n // 2, 2, device="meta"), transposed, transposed)[:2] == [STRIDED64, 2]
+    far_apart = torch.empty(4, 2**30, device="meta")[:, :3]  # 12 elements, the last 3 * 2**30 + 2 in
+    assert plan_check.plan_of(torch.empty(4, 3, device="meta"), far_apart, far_apart)[:2] == [STRIDED64, 2]
+    assert plan_check.plan_of(torch.empty(2, 3, device="meta"), far_apart[:2], far_apart[:2])[:2] == [STRIDED32, 2]
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("name", [name for name in EXPECTED_PLANS if name != "permuted_20d"])
+def test_adding_through_the_plan_matches_aten(plan_check, name, dtype):
+    a, b = layout(name, dtype, "cpu")
+    out = torch.empty(a.shape, dtype=dtype)
+    plan_check.plan_add(out, a, b)
+    torch.testing.assert_close(out, torch.add(a, b), rtol=0, atol=0)
+    if name != "expanded":  # in place: out is self
+        expected = torch.add(a, b)
+        plan_check.plan_add(a, a, b)
+        torch.testing.assert_close(a, expected, rtol=0, atol=0)
 
 
 # -- correctness on the GPU ---------------------------------------------------------------------------

@@ -6,7 +6,7 @@
 // Float16, bfloat16, float32 and float64; tensors of any strides. When all three tensors are one dense
 // run of memory in the same order (contiguous, or e.g. all channels-last) and 16-byte aligned, a
 // vectorized grid-stride loop moves 16 bytes per input per step. Anything else takes a strided loop that
-// walks the elements in the inputs' memory order (see NOTE [ Iterating in memory order ]).
+// walks the elements in the inputs' memory order (see NOTE [ Iterating in memory order ] in plan.h).
 #define TORCH_ASSERT_ONLY_METHOD_OPERATORS
 #include <ATen/core/Tensor.h>
 #include <ATen/Dispatch.h>
@@ -19,20 +19,21 @@
 #include <torch/library.h>
 
 #include <cstdint>
-#include <limits>
 #include <vector>
 
 #include "checks.h"
 #include "cuda/launch.cuh"
+#include "cuda/plan.h"
 
 namespace {
 
-constexpr int kThreads = 256;  // threads per block of both kernels
-constexpr int kMaxDims = 16;   // dimensions left after merging; more: computed on contiguous copies
-constexpr int kVecBytes = 16;  // the widest load one thread can issue (128 bits)
+using myops::cuda::Dim;
+using myops::cuda::Offsets;
+using myops::cuda::Path;
+using myops::cuda::Plan;
 
-// The three tensors of one call, in the order their strides are stored.
-enum Operand { kOut = 0, kSelf = 1, kOther = 2, kOperands = 3 };
+constexpr int kThreads = 256;  // threads per block of both kernels
+constexpr int kVecBytes = 16;  // the widest load one thread can issue (128 bits)
 
 template <typename scalar_t>
 __device__ __forceinline__ scalar_t add(scalar_t a, scalar_t b) {
@@ -71,112 +72,16 @@ __global__ __launch_bounds__(kThreads) void myadd_dense_kernel(const scalar_t* a
 }
 // END vectorized
 
-// BEGIN plan
-// NOTE [ Iterating in memory order ]
-// As ATen's TensorIterator does, the strided path first makes a plan: it drops dimensions of size 1,
-// orders the rest so that the innermost is the one the inputs step through fastest in memory, and merges
-// neighbours that are one run of memory in every tensor. Consecutive threads then read consecutive
-// addresses of a transposed or channels-last input (coalesced), and each element costs one div/mod per
-// *merged* dimension — done in 32 bits when every offset fits, which is several times cheaper than 64.
-// The fresh output of myadd stays contiguous (the schema promises it), so for a permuted input it is the
-// write that strides: one strided stream out of three instead of two.
-struct Plan {
-  int ndim = 0;                               // merged dimensions, innermost first
-  int64_t sizes[kMaxDims];
-  int64_t strides[kOperands][kMaxDims];       // in elements, per Operand
-};
-
-struct Dim {
-  int64_t size;
-  int64_t stride[kOperands];
-};
-
-// Whether dimension x should be iterated inside dimension y: decided by the first input in which both
-// have a nonzero stride (a zero stride, an expanded dimension, says nothing about memory order).
-bool goes_inside(const Dim& x, const Dim& y) {
-  for (const int t : {kSelf, kOther}) {
-    if (x.stride[t] != 0 && y.stride[t] != 0 && x.stride[t] != y.stride[t]) {
-      return x.stride[t] < y.stride[t];
-    }
-  }
-  return false;
-}
-
-// The merged dimensions of out/self/other (all of the same shape), innermost first.
-std::vector<Dim> iteration_dims(const at::Tensor& out, const at::Tensor& self, const at::Tensor& other) {
-  std::vector<Dim> dims;
-  for (int64_t d = out.dim() - 1; d >= 0; --d) {  // the last dimension first: the order of ties
-    if (out.size(d) != 1) {
-      dims.push_back({out.size(d), {out.stride(d), self.stride(d), other.stride(d)}});
-    }
-  }
-  // Insertion sort, as TensorIterator uses: `goes_inside` is not a strict weak order when strides are 0.
-  for (size_t i = 1; i < dims.size(); ++i) {
-    for (size_t j = i; j > 0 && goes_inside(dims[j], dims[j - 1]); --j) {
-      std::swap(dims[j], dims[j - 1]);
-    }
-  }
-  std::vector<Dim> merged;
-  for (const Dim& d : dims) {
-    if (!merged.empty()) {
-      Dim& inner = merged.back();
-      bool one_run = true;
-      for (int t = 0; t < kOperands; ++t) {
-        one_run = one_run && d.stride[t] == inner.stride[t] * inner.size;
-      }
-      if (one_run) {
-        inner.size *= d.size;
-        continue;
-      }
-    }
-    merged.push_back(d);
-  }
-  return merged;
-}
-
-// One dense run in the same order in all three tensors: the vectorized kernel can treat them as flat.
-bool is_one_dense_run(const std::vector<Dim>& dims) {
-  return dims.empty() || (dims.size() == 1 && dims[0].stride[kOut] == 1 && dims[0].stride[kSelf] == 1 &&
-                          dims[0].stride[kOther] == 1);
-}
-
-// Whether every element index and every offset into each tensor fits in 32 bits.
-bool fits_int32(int64_t n, const std::vector<Dim>& dims) {
-  constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
-  if (n > kMax) {
-    return false;
-  }
-  for (int t = 0; t < kOperands; ++t) {
-    int64_t last = 0;
-    for (const Dim& d : dims) {
-      last += (d.size - 1) * d.stride[t];
-    }
-    if (last > kMax) {
-      return false;
-    }
-  }
-  return true;
-}
-// END plan
-
 // BEGIN strided
-// Element i of the iteration (in the plan's order) is found by splitting i into one index per merged
-// dimension, innermost first. index_t is int32_t when the plan allows it, else int64_t.
+// Any layout: element i of the iteration (in the plan's memory order, see NOTE [ Iterating in memory
+// order ] in plan.h) is found in each tensor by offsets_of. index_t is int32_t when the plan allows it.
 template <typename scalar_t, typename index_t>
 __global__ __launch_bounds__(kThreads) void myadd_strided_kernel(const scalar_t* a, const scalar_t* b,
                                                                  scalar_t* out, int64_t n, Plan plan) {
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n; i += step) {
-    index_t rest = static_cast<index_t>(i), offset_out = 0, offset_a = 0, offset_b = 0;
-    for (int d = 0; d < plan.ndim; ++d) {
-      const index_t size = static_cast<index_t>(plan.sizes[d]);
-      const index_t index = rest % size;
-      rest /= size;
-      offset_out += index * static_cast<index_t>(plan.strides[kOut][d]);
-      offset_a += index * static_cast<index_t>(plan.strides[kSelf][d]);
-      offset_b += index * static_cast<index_t>(plan.strides[kOther][d]);
-    }
-    out[offset_out] = add(a[offset_a], b[offset_b]);
+    const Offsets<index_t> where = myops::cuda::offsets_of(plan, static_cast<index_t>(i));
+    out[where.out] = add(a[where.self], b[where.other]);
   }
 }
 // END strided
@@ -206,16 +111,9 @@ void launch_dense(const scalar_t* a, const scalar_t* b, scalar_t* o, int64_t n, 
 template <typename scalar_t, typename index_t>
 void launch_strided(const scalar_t* a, const scalar_t* b, scalar_t* o, int64_t n, const std::vector<Dim>& dims,
                     cudaStream_t stream) {
-  Plan plan;
-  plan.ndim = static_cast<int>(dims.size());
-  for (int d = 0; d < plan.ndim; ++d) {
-    plan.sizes[d] = dims[d].size;
-    for (int t = 0; t < kOperands; ++t) {
-      plan.strides[t][d] = dims[d].stride[t];
-    }
-  }
   const auto kernel = myadd_strided_kernel<scalar_t, index_t>;
-  kernel<<<myops::cuda::blocks_for(kernel, kThreads, ceil_div(n, kThreads)), kThreads, 0, stream>>>(a, b, o, n, plan);
+  kernel<<<myops::cuda::blocks_for(kernel, kThreads, ceil_div(n, kThreads)), kThreads, 0, stream>>>(
+      a, b, o, n, Plan::of(dims));
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
@@ -226,9 +124,9 @@ void run_myadd(const at::Tensor& self, const at::Tensor& other, const at::Tensor
   if (n == 0) {
     return;
   }
-  const std::vector<Dim> dims = iteration_dims(out, self, other);
-  if (dims.size() > kMaxDims) {
-    // Rare (more than kMaxDims dimensions that no two can be merged): add contiguous copies, copy back.
+  const std::vector<Dim> dims = myops::cuda::iteration_dims(out, self, other);
+  const Path path = myops::cuda::choose_path(n, dims);
+  if (path == Path::kContiguousCopies) {  // rare: more dimensions than a Plan holds, none mergeable
     const at::Tensor a = self.contiguous(), b = other.contiguous();
     at::Tensor sum = at::empty(a.sizes(), a.options());
     run_myadd(a, b, sum);
@@ -240,9 +138,9 @@ void run_myadd(const at::Tensor& self, const at::Tensor& other, const at::Tensor
     const scalar_t* a = self.const_data_ptr<scalar_t>();
     const scalar_t* b = other.const_data_ptr<scalar_t>();
     scalar_t* o = out.mutable_data_ptr<scalar_t>();
-    if (is_one_dense_run(dims)) {
+    if (path == Path::kDense) {
       launch_dense(a, b, o, n, stream);
-    } else if (fits_int32(n, dims)) {
+    } else if (path == Path::kStrided32) {
       launch_strided<scalar_t, int32_t>(a, b, o, n, dims, stream);
     } else {
       launch_strided<scalar_t, int64_t>(a, b, o, n, dims, stream);
