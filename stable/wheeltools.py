@@ -21,6 +21,7 @@ import hashlib
 import logging
 import os
 import re
+import runpy
 import shutil
 import subprocess
 import sys
@@ -34,8 +35,9 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 BUILD = REPO / "build" / "stable"
 DIST = REPO / "dist"
-sys.path.insert(0, str(HERE))
-from flags import CXX_FLAGS, TORCH_TARGET_VERSION  # noqa: E402
+# The compile flags of the wheel (stable/flags.py), read without putting stable/ on sys.path.
+_FLAGS = runpy.run_path(str(HERE / "flags.py"))
+CXX_FLAGS, TORCH_TARGET_VERSION, OLDEST_TORCH = _FLAGS["CXX_FLAGS"], _FLAGS["TORCH_TARGET_VERSION"], _FLAGS["OLDEST_TORCH"]
 
 # What `make wheel` runs (from the repository root).
 WHEEL_COMMAND = ["-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--wheel-dir", "dist", "./stable"]
@@ -285,6 +287,20 @@ def torch_library_symbols(python: Path | None = None) -> set[str]:
     compiler = os.environ.get("CXX", "c++")
     libstdcxx = _run([compiler, "-print-file-name=libstdc++.so.6"], 60, "locating libstdc++").stdout.strip()
     return found - set(_nm(Path(libstdcxx).resolve(), "--defined-only"))
+
+
+def aten_probe(source: Path) -> Path:
+    """A .cpp of the course compiled alone into a shared library (for its symbols), cached by content."""
+    digest = hashlib.sha256(f"{torch.__version__}".encode() + source.read_bytes()).hexdigest()[:16]
+    library = BUILD / f"aten-probe-{source.stem}-{digest}.so"
+    with _exclusive("aten-probe"):
+        if not library.is_file():
+            flags = ["-std=c++20", "-fPIC", "-shared", "-O0", "-fopenmp"]
+            flags += [f"-I{p}" for p in [REPO / "csrc", *_include_paths()]]
+            _run([os.environ.get("CXX", "c++"), *flags, source, "-o", library.with_suffix(".tmp")], 600,
+                 f"compiling {source.name}")
+            library.with_suffix(".tmp").rename(library)
+    return library
 
 
 # -- build time ------------------------------------------------------------------------------------------
