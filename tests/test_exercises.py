@@ -1,0 +1,139 @@
+"""The exercises and their checker: every solution passes, every untouched stub is reported unsolved, and
+broken answers get the one-line verdict that says what is wrong (never a traceback).
+
+The checker runs each exercise in a child process and builds its library into build/ (exercises and
+solutions apart), so a warm run only loads them.
+"""
+import hashlib
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from myops import exercises
+from myops.build import REPO_ROOT
+from myops.toolchain import cuda_skip_reason
+
+NUMBERS = exercises.numbers()
+CUDA_SKIP = cuda_skip_reason()
+
+
+def run_checker(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "myops.exercises", *args], capture_output=True, text=True,
+                          cwd=REPO_ROOT, timeout=1800)
+
+
+def verdict_lines(done: subprocess.CompletedProcess) -> dict[str, str]:
+    """folder -> message, from the one line per exercise the checker prints."""
+    lines = done.stdout.strip().splitlines()
+    assert "Traceback" not in done.stdout + done.stderr, done.stdout + done.stderr
+    found = dict(line.split(": ", 1) for line in lines)
+    assert list(found) == [exercises.folder(n) for n in NUMBERS], lines
+    return found
+
+
+def test_one_exercise_per_notebook_and_the_same_layout_in_both_trees():
+    assert NUMBERS == [f"{n:02d}" for n in range(1, 14)]
+    notebooks = sorted(p.stem for p in (REPO_ROOT / "notebooks").glob("[01][0-9]_*.ipynb"))
+    assert [exercises.folder(n) for n in NUMBERS] == [name for name in notebooks if name[:2] in NUMBERS]
+    for number in NUMBERS:
+        stub, solution = REPO_ROOT / "exercises" / exercises.folder(number), REPO_ROOT / "solutions" / exercises.folder(number)
+        assert sorted(p.name for p in stub.iterdir()) == sorted(p.name for p in solution.iterdir()), number
+    languages = [exercises._EXERCISES[n].language for n in NUMBERS]
+    assert sum(language in ("C++", "CUDA") for language in languages) >= 6
+
+
+def test_every_solution_passes():
+    done = run_checker("check", "--all", "--solution")
+    found = verdict_lines(done)
+    for folder, message in found.items():
+        if folder == "03_cuda_kernel" and CUDA_SKIP:
+            assert message.startswith("cannot be checked here:"), message
+        else:
+            assert message.startswith("solved"), f"{folder}: {message}"
+    assert done.returncode == 0, done.stdout
+
+
+def test_every_untouched_stub_is_reported_unsolved():
+    done = run_checker("check", "--all")
+    found = verdict_lines(done)
+    for folder, message in found.items():
+        if folder == "03_cuda_kernel" and CUDA_SKIP:
+            continue
+        assert message.startswith("not solved yet: "), f"{folder}: {message}"
+        assert "\n" not in message
+    assert done.returncode == 1
+
+
+def test_one_unsolved_exercise_exits_nonzero_with_one_line():
+    done = run_checker("check", "2")
+    assert done.returncode == 1
+    assert done.stdout == ("02_cpu_kernel: not solved yet: ex02::mymul has no kernel on the CPU key (the dispatch "
+                           "table shows nothing there); register mymul_cpu in the TORCH_LIBRARY_IMPL(ex02, CPU, m) "
+                           "block\n")
+
+
+def test_unknown_exercise():
+    done = run_checker("check", "14")
+    assert done.returncode == 2
+    assert done.stdout.strip() == "myops.exercises: no exercise '14'; the exercises are " + ", ".join(NUMBERS)
+
+
+def test_check_prints_the_verdict_and_returns_a_bool(capsys):
+    assert exercises.check("08") is False
+    assert capsys.readouterr().out == ("08_performance: not solved yet: write seconds_per_call in "
+                                       "exercises/08_performance/timing.py\n")
+    assert exercises.check("08", solution=True) is True
+    assert capsys.readouterr().out == "08_performance: solved\n"
+
+
+@pytest.fixture
+def broken(tmp_path):
+    """A copy of one solution folder, edited: returns (root, build dir, folder) after applying (old, new)."""
+    def make(number: str, old: str, new: str, file: str):
+        folder = exercises.folder(number)
+        root = tmp_path / "broken"
+        shutil.copytree(REPO_ROOT / "solutions" / folder, root / folder)
+        path = root / folder / file
+        text = path.read_text()
+        assert old in text
+        path.write_text(text.replace(old, new, 1))
+        # A fixed build folder per case: identical sources are not compiled again on the next run.
+        build = REPO_ROOT / "build" / "test-exercises" / hashlib.sha256(f"{number}|{old}|{new}".encode()).hexdigest()[:12]
+        return root, build, folder
+    return make
+
+
+def test_compile_error_is_reported_by_its_first_compiler_error(broken):
+    root, build, folder = broken("02", "o[i] = a[i] * b[i];", "o[i] = a[i] * b[i]", "mymul.cpp")
+    result = exercises.verdict("02", root=root, build_dir=build)
+    assert result.status == "compile-error"
+    assert re.fullmatch(r"does not compile: broken/02_cpu_kernel/mymul\.cpp:\d+:\d+: error: expected [‘'];[’'] .*",
+                        result.message), result.message
+
+
+def test_wrong_values_are_reported_with_what_was_expected(broken):
+    root, build, folder = broken("02", "o[i] = a[i] * b[i];", "o[i] = a[i] + b[i];", "mymul.cpp")
+    result = exercises.verdict("02", root=root, build_dir=build)
+    assert result.status == "unsolved"
+    assert re.fullmatch(r"not solved yet: ex02::mymul on contiguous torch\.float32 inputs returned wrong values: "
+                        r"at index \[\d+, \d+\] expected -?[\d.e+-]+, got -?[\d.e+-]+", result.message), result.message
+
+
+def test_a_python_answer_timed_with_one_thread_is_told_why(broken):
+    root, build, folder = broken("08", "num_threads=torch.get_num_threads(),", "", "timing.py")
+    result = exercises.verdict("08", root=root, build_dir=build)
+    assert result.message == ("not solved yet: seconds_per_call ran the function with [1] thread(s) while torch "
+                              "uses 3; pass num_threads=torch.get_num_threads() to the Timer")
+
+
+def test_a_kernel_that_recurses_is_reported_as_a_crash_not_a_traceback(broken):
+    root, build, folder = broken("07", "  c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCPU);\n",
+                                 "", "mynorm.cpp")
+    result = exercises.verdict("07", root=root, build_dir=build)
+    assert result.status == "crashed"
+    assert result.message == ("not solved yet: the check crashed with SIGSEGV (a kernel that calls its own operator "
+                              "without excluding its dispatch key recurses until the stack overflows)")
