@@ -36,8 +36,8 @@ def load_probe_command(csrc, build_dir):
             "--prefix", "probe_", "probe"]
 
 
-def load_probe(csrc, build_dir, **kwargs):
-    return subprocess.run(load_probe_command(csrc, build_dir), capture_output=True, text=True, **kwargs)
+def load_probe(csrc, build_dir, timeout=600):
+    return subprocess.run(load_probe_command(csrc, build_dir), capture_output=True, text=True, timeout=timeout)
 
 
 @pytest.fixture(scope="module")
@@ -321,7 +321,7 @@ def test_unusable_build_directory_is_named(tmp_path):
 
 def test_builds_need_no_network(tmp_path):
     # A build in a network namespace of its own, which has no route anywhere: nothing is downloaded.
-    if subprocess.run(["unshare", "-n", "true"], capture_output=True).returncode != 0:
+    if subprocess.run(["unshare", "-n", "true"], capture_output=True, timeout=60).returncode != 0:
         pytest.skip("unshare -n is not permitted here")
     csrc, build_dir = make_tree(tmp_path, f"probe_{uuid.uuid4().hex[:8]}")
     result = subprocess.run(["unshare", "-n", *load_probe_command(csrc, build_dir)], capture_output=True,
