@@ -144,5 +144,7 @@ def test_correct_or_named_error(layers, op, case):
     torch.testing.assert_close(result.detach(), expected, rtol=tol, atol=tol)
 
 
-def test_matrix_size():
-    assert len(MATRIX) == len(OPS) * len(CASES) == 108
+def test_matrix_covers_every_operator_of_the_schema(layers):
+    # A new operator in csrc/schema.cpp fails here until it has its row of cases.
+    defined = {name.split("::")[1] for name in torch._C._dispatch_get_all_op_names() if name.startswith("myops::")}
+    assert defined == set(OPS)
