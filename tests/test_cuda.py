@@ -12,7 +12,7 @@ import torch
 import myops
 from myops import dispatch, toolchain
 from helpers import (FLOAT_DTYPES, TOLERANCES, VECTOR_BYTES, Randn, element_offset_bytes, layout, layout_names,
-                     layouts, matmul_layouts, rmsnorm_layouts, rmsnorm_reference, storage_tensor)
+                     matmul_layouts, rmsnorm_layouts, rmsnorm_reference, storage_tensor)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 NO_GPU = "no CUDA GPU on this machine"
