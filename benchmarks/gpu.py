@@ -205,8 +205,8 @@ def measure(plan: Plan, device: str = "cuda", seconds_of=cuda_seconds) -> dict[s
         itemsize = torch.empty(0, dtype=dtype).element_size()
         for n in plan.myadd_elements:
             for layout in ("contiguous", "transposed"):
-                rows = 1024
-                a, b = (torch.randn(n // rows, rows, device=device, dtype=dtype, generator=g) for _ in range(2))
+                width = 1024  # n // 1024 x 1024 matrices; their transposes take the strided kernel
+                a, b = (torch.randn(n // width, width, device=device, dtype=dtype, generator=g) for _ in range(2))
                 if layout == "transposed":
                     a, b = a.t(), b.t()
                 out = torch.empty_like(a)
