@@ -13,7 +13,8 @@ import torch
 from myops.build import load as load_layers
 
 
-def _register_module(name: str) -> None:
+def register_module(name: str) -> None:
+    """Register the minimal `torch.<name>` module PyTorch's Python bindings import for a PrivateUse1 backend."""
     if hasattr(torch, name):
         return
     module = types.ModuleType(f"torch.{name}")
@@ -29,5 +30,5 @@ def load() -> torch.device:
     """Load the `device` layer (and the layers it needs) and its Python module; returns the device."""
     load_layers("schema", "cpu", "device")
     name = torch._C._get_privateuse1_backend_name()
-    _register_module(name)
+    register_module(name)
     return torch.device(name, 0)

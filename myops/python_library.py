@@ -49,14 +49,16 @@ def _refuse_tangents(op: str, *tensors: Tensor) -> None:
                            f"myops::{op.split('::')[1]}, or reverse mode (backward, torch.autograd.grad)")
 
 
-def _check_myadd_inputs(self: Tensor, other: Tensor) -> None:
+def check_myadd_inputs(self: Tensor, other: Tensor) -> None:
+    """The checks of pyops::myadd (csrc/checks.h's for myops::myadd): raise RuntimeError naming the fix."""
     if self.shape != other.shape:
         raise RuntimeError(f"pyops::myadd: expected tensors of the same shape, got {list(self.shape)} and "
                            f"{list(other.shape)}; broadcast them first, e.g. with torch.broadcast_tensors")
     _check_binary_inputs("pyops::myadd", self, other)
 
 
-def _check_mymatmul_inputs(self: Tensor, other: Tensor) -> None:
+def check_mymatmul_inputs(self: Tensor, other: Tensor) -> None:
+    """The checks of pyops::mymatmul (csrc/checks.h's for myops::mymatmul): raise RuntimeError naming the fix."""
     if self.dim() != 2 or other.dim() != 2:
         raise RuntimeError(f"pyops::mymatmul: expected two 2-d tensors, got {self.dim()}-d and {other.dim()}-d; "
                            "reshape them to matrices, or use torch.matmul for batched products")
@@ -74,7 +76,7 @@ def _check_mymatmul_inputs(self: Tensor, other: Tensor) -> None:
 @torch.library.custom_op("pyops::myadd", mutates_args=())
 def myadd(self: Tensor, other: Tensor) -> Tensor:
     """Elementwise sum of two tensors of the same shape and floating dtype (pyops::myadd)."""
-    _check_myadd_inputs(self, other)
+    check_myadd_inputs(self, other)
     _refuse_tangents("pyops::myadd", self, other)
     return torch.add(self, other).contiguous()  # copies only when the inputs' layout made it non-contiguous
 
@@ -82,7 +84,7 @@ def myadd(self: Tensor, other: Tensor) -> Tensor:
 @torch.library.custom_op("pyops::mymatmul", mutates_args=())
 def mymatmul(self: Tensor, other: Tensor) -> Tensor:
     """Matrix product of two 2-d tensors of the same floating dtype (pyops::mymatmul)."""
-    _check_mymatmul_inputs(self, other)
+    check_mymatmul_inputs(self, other)
     _refuse_tangents("pyops::mymatmul", self, other)
     return torch.mm(self, other)  # a new, contiguous [n, m] tensor (zeros when the inner dimension is 0)
 
@@ -91,14 +93,16 @@ def mymatmul(self: Tensor, other: Tensor) -> Tensor:
 # What torch.compile, FakeTensor and opcheck run instead of the kernel: same checks, the output's shape, dtype,
 # device and strides, no data.
 @myadd.register_fake
-def _myadd_fake(self: Tensor, other: Tensor) -> Tensor:
-    _check_myadd_inputs(self, other)
+def myadd_fake(self: Tensor, other: Tensor) -> Tensor:
+    """The fake (Meta) kernel of pyops::myadd: the checks, then an output of the right metadata, no data."""
+    check_myadd_inputs(self, other)
     return self.new_empty(self.shape)
 
 
 @mymatmul.register_fake
-def _mymatmul_fake(self: Tensor, other: Tensor) -> Tensor:
-    _check_mymatmul_inputs(self, other)
+def mymatmul_fake(self: Tensor, other: Tensor) -> Tensor:
+    """The fake (Meta) kernel of pyops::mymatmul: the checks, then an [n, m] output, no data."""
+    check_mymatmul_inputs(self, other)
     return self.new_empty((self.shape[0], other.shape[1]))
 
 
@@ -107,15 +111,18 @@ def _mymatmul_fake(self: Tensor, other: Tensor) -> Tensor:
 # builds that Function and the guard; we give only the derivative, and setup_context to save what it needs.
 # On torch 2.14 the Function it builds has no setup_context staticmethod, so torch.func.grad/vjp/jacrev refuse
 # it, as they refuse the C++ one (pytorch/pytorch#168393); plain autograd, torch.compile and torch.vmap work.
-def _myadd_backward(ctx, grad: Tensor):
+def myadd_backward(ctx, grad: Tensor):
+    """The derivative of pyops::myadd, registered with register_autograd."""
     return grad, grad  # d(self + other) = grad for both; nothing saved, so no setup_context
 
 
-def _mymatmul_setup_context(ctx, inputs, output) -> None:
+def mymatmul_setup_context(ctx, inputs, output) -> None:
+    """Saves both inputs for mymatmul_backward."""
     ctx.save_for_backward(*inputs)
 
 
-def _mymatmul_backward(ctx, grad: Tensor):
+def mymatmul_backward(ctx, grad: Tensor):
+    """The derivative of pyops::mymatmul, registered with register_autograd."""
     # out = A B  =>  dA = grad B^T,  dB = A^T grad. Computed with the operator itself, so that a second
     # differentiation (create_graph=True) goes through this same autograd registration.
     self, other = ctx.saved_tensors
@@ -124,8 +131,8 @@ def _mymatmul_backward(ctx, grad: Tensor):
     return grad_self, grad_other
 
 
-myadd.register_autograd(_myadd_backward)
-mymatmul.register_autograd(_mymatmul_backward, setup_context=_mymatmul_setup_context)
+myadd.register_autograd(myadd_backward)
+mymatmul.register_autograd(mymatmul_backward, setup_context=mymatmul_setup_context)
 
 # -- autocast ------------------------------------------------------------------------------------------------------
 # Under torch.autocast, cast floating inputs (not float64) of that device, then run with autocast off: mymatmul in

@@ -19,7 +19,7 @@ import torch
 from torch import Tensor
 
 
-def _batch_first(x: Tensor, dim: int | None, size: int) -> Tensor:
+def batch_first(x: Tensor, dim: int | None, size: int) -> Tensor:
     """x with its batch dimension at 0; an unbatched x is expanded (a view: no copy)."""
     return x.expand(size, *x.shape) if dim is None else x.movedim(dim, 0)
 
@@ -30,8 +30,8 @@ def elementwise_rule(op: Callable[[Tensor, Tensor], Tensor]):
     def rule(info, in_dims, self: Tensor, other: Tensor):
         self_dim, other_dim = in_dims
         # Our kernels accept any strides, so the expanded operand is read in place, not materialized.
-        return op(_batch_first(self, self_dim, info.batch_size),
-                  _batch_first(other, other_dim, info.batch_size)), 0
+        return op(batch_first(self, self_dim, info.batch_size),
+                  batch_first(other, other_dim, info.batch_size)), 0
 
     return rule
 
