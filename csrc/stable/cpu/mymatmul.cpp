@@ -1,7 +1,11 @@
-// stableops::mymatmul on CPU: out[n, m] = self[n, k] @ other[k, m], csrc/cpu/mymatmul.cpp's blocked
-// kernel on the LibTorch stable ABI (see that file for how the blocking works). The kernel body is the
-// same code: it only needs data pointers, strides and a parallel loop, and all three exist in the
-// stable API.
+// stableops::mymatmul on CPU: out[n, m] = self[n, k] @ other[k, m], on the LibTorch stable ABI.
+//
+// The blocked kernel the course first wrote for csrc/cpu/mymatmul.cpp, in portable C++: rows of the output
+// are split across threads; each thread packs a kBlockK-deep slice of its rows of `self` and a
+// kBlockK x kBlockN block of `other` into contiguous buffers in the accumulation type, then computes
+// kMr x kNr output tiles whose accumulators stay in registers. It needs only data pointers, strides and
+// a parallel loop, all of which the stable API has. (at::vec::Vectorized, which the course's kernel uses
+// now, is not part of the stable headers: a stable kernel vectorizes through the compiler, or by hand.)
 #include <torch/csrc/stable/library.h>
 #include <torch/csrc/stable/ops.h>
 #include <torch/csrc/stable/tensor.h>
