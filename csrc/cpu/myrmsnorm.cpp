@@ -14,10 +14,9 @@
 #include <cmath>
 
 #include "checks.h"
+#include "cpu/parallel.h"
 
 namespace {
-
-constexpr int64_t kGrainSize = 32768;  // elements per task, at least
 
 // BEGIN kernel
 template <typename scalar_t>
@@ -28,7 +27,7 @@ void myrmsnorm_kernel_impl(const at::Tensor& self, const at::Tensor& weight, dou
   const scalar_t* x = self.const_data_ptr<scalar_t>();
   const scalar_t* w = weight.const_data_ptr<scalar_t>();
   scalar_t* o = out.mutable_data_ptr<scalar_t>();
-  at::parallel_for(0, rows, std::max<int64_t>(1, kGrainSize / cols), [&](int64_t begin, int64_t end) {
+  at::parallel_for(0, rows, std::max<int64_t>(1, myops::kGrainSize / cols), [&](int64_t begin, int64_t end) {
     for (int64_t row = begin; row < end; ++row) {
       const scalar_t* x_row = x + row * cols;
       acc_t sum_of_squares = 0;

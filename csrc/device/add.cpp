@@ -19,12 +19,16 @@
 
 #include <vector>
 
+#include "checks.h"
+
 namespace {
 
 // BEGIN kernel
 // out = a + alpha * b elementwise, for three tensors of one shape and any strides (a stride of 0
 // repeats an element: that is how a broadcast input looks). The device's memory is host memory, so
-// the kernel reads and writes it directly.
+// the kernel reads and writes it directly. It is the plainest strided walk on purpose, one thread and
+// one element at a time: this file is about registering kernels for aten operators, and the fast
+// strided loop is the CPU kernel's (csrc/cpu/myadd.cpp).
 template <typename scalar_t>
 void add_kernel_impl(const at::Tensor& a, const at::Tensor& b, const c10::Scalar& alpha, const at::Tensor& out) {
   using opmath_t = at::opmath_type<scalar_t>;  // half and bfloat16 compute in float, like ATen
@@ -70,8 +74,7 @@ c10::Device check_devices(const char* op, const at::Tensor& self, const at::Tens
 }
 
 void check_floating(const char* op, at::ScalarType dtype) {
-  const bool supported = dtype == at::kHalf || dtype == at::kBFloat16 || dtype == at::kFloat || dtype == at::kDouble;
-  TORCH_CHECK_NOT_IMPLEMENTED(supported, op,
+  TORCH_CHECK_NOT_IMPLEMENTED(myops::is_supported_float(dtype), op,
                               ": the demo device adds only float16, bfloat16, float32 and float64 tensors, got ",
                               dtype, "; convert with .float(), or add on the CPU");
 }
