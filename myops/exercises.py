@@ -737,9 +737,22 @@ def _check_09(context: _Context) -> None:
         else:
             raise Unsolved(f"ex09::mymatmul accepted meta tensors of shapes {[list(s) for s in shapes]}, which the "
                            "CPU kernel rejects: make the Meta kernel run the same checks")
-    # test_aot_dispatch_dynamic traces with symbolic sizes: it fails a Meta kernel that reads plain sizes.
     _opcheck("ex09::mymatmul", op, [(_randn(3, 4), _randn(4, 5, seed=1))],
              ("test_schema", "test_faketensor", "test_aot_dispatch_dynamic"))
+    # With symbolic sizes, a kernel that reads plain sizes does not fail: it fixes each size to the value it
+    # has now (a guard), and torch.compile(dynamic=True) then recompiles for every new shape.
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
+
+    mode = FakeTensorMode(shape_env=ShapeEnv())
+    dynamic = StatelessSymbolicContext(dynamic_sizes=[DimDynamic.DYNAMIC, DimDynamic.DYNAMIC])
+    a, b = (mode.from_tensor(t, symbolic_context=dynamic) for t in (_randn(3, 4), _randn(4, 5, seed=1)))
+    with mode:
+        out = _call("ex09::mymatmul on fake tensors with symbolic sizes", op, a, b)
+    if not all(isinstance(size, torch.SymInt) for size in out.shape):
+        raise Unsolved(f"on fake tensors of symbolic shapes [s0, s1] and [s1, s2], ex09::mymatmul returned the "
+                       f"fixed shape {list(out.shape)}: read the sizes as SymInts (sym_size, at::empty_symint), "
+                       "or torch.compile(dynamic=True) recompiles for every shape")
 
 
 @_exercise("10_vmap", "Python")
