@@ -247,6 +247,11 @@ def _nm(library: Path, *options: str) -> list[str]:
     return sorted({line.split()[-1].split("@")[0] for line in out.splitlines() if line.strip()})
 
 
+def undefined_symbols(library: Path) -> list[str]:
+    """Every symbol `library` needs from other libraries, as the dynamic linker looks them up."""
+    return _nm(Path(library), "--undefined-only")
+
+
 def _demangle(names: list[str]) -> list[str]:
     if not names:
         return []
@@ -261,7 +266,7 @@ def symbols(library: Path) -> dict[str, list[str]]:
     "torch C++": mangled C++ symbols of c10/ATen/torch, demangled: they change between releases.
     "other": the C and C++ standard libraries.
     """
-    names = _nm(Path(library), "--undefined-only")
+    names = undefined_symbols(library)
     mangled = [n for n in names if n.startswith("_Z")]
     demangled = dict(zip(mangled, _demangle(mangled)))
     torch_cpp = {n for n in mangled if MANGLED_TORCH.search(demangled[n])}

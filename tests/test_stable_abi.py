@@ -73,7 +73,7 @@ def test_library_needs_only_the_c_shim_of_torch(site):
     assert kinds["torch C++"] == []
     assert {"aoti_torch_library_init_def", "torch_library_impl", "torch_parallel_for"} <= set(kinds["torch C shim"])
     # Whatever the library takes from torch's own libraries is a C function of the shim, nothing else.
-    from_torch = set(wheeltools._nm(library, "--undefined-only")) & wheeltools.torch_library_symbols()
+    from_torch = set(wheeltools.undefined_symbols(library)) & wheeltools.torch_library_symbols()
     assert from_torch and from_torch <= set(kinds["torch C shim"])
 
 

@@ -65,13 +65,15 @@ def _check_mymatmul(self, other):
 # -- fake kernels: shapes, dtypes and strides without data, for meta tensors, torch.compile and opcheck --
 # Like the C++ kernels, they return new contiguous tensors.
 @torch.library.register_fake("stableops::myadd")
-def _myadd_fake(self, other):
+def myadd_fake(self, other):
+    """The fake kernel of stableops::myadd: the C++ kernel's checks, then a new contiguous tensor."""
     _check_myadd(self, other)
     return self.new_empty(self.shape)
 
 
 @torch.library.register_fake("stableops::mymatmul")
-def _mymatmul_fake(self, other):
+def mymatmul_fake(self, other):
+    """The fake kernel of stableops::mymatmul: the C++ kernel's checks, then a new [n, m] tensor."""
     _check_mymatmul(self, other)
     return self.new_empty((self.shape[0], other.shape[1]))
 
@@ -82,19 +84,21 @@ def _save_inputs(ctx, inputs, output):
     ctx.save_for_backward(*inputs)
 
 
-def _myadd_backward(ctx, grad):
+def myadd_backward(ctx, grad):
+    """d(self + other) = (grad, grad)."""
     return grad, grad
 
 
-def _mymatmul_backward(ctx, grad):
+def mymatmul_backward(ctx, grad):
+    """d(self @ other) = (grad @ other^T, self^T @ grad), each only when that input needs it."""
     self, other = ctx.saved_tensors
     grad_self = mymatmul(grad, other.t()) if ctx.needs_input_grad[0] else None
     grad_other = mymatmul(self.t(), grad) if ctx.needs_input_grad[1] else None
     return grad_self, grad_other
 
 
-torch.library.register_autograd("stableops::myadd", _myadd_backward)
-torch.library.register_autograd("stableops::mymatmul", _mymatmul_backward, setup_context=_save_inputs)
+torch.library.register_autograd("stableops::myadd", myadd_backward)
+torch.library.register_autograd("stableops::mymatmul", mymatmul_backward, setup_context=_save_inputs)
 
 # -- autocast: a matrix product runs in the autocast dtype, as torch.matmul does; an elementwise add
 # keeps its inputs' dtype (ATen does not list add either) -------------------------------------------
