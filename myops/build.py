@@ -171,13 +171,30 @@ class Builder:
         return list(self._loaded)
 
     def fingerprint(self, layer: str) -> str:
-        """Everything a build depends on: sources, every header of csrc/, flags and torch."""
-        digest = hashlib.sha256(f"{torch.__version__}|{CXX_FLAGS}|{LD_FLAGS}|{CUDA_FLAGS}".encode())
-        headers = sorted(p for p in self.csrc_dir.rglob("*") if p.suffix in (".h", ".cuh"))
-        for path in self.sources(layer) + headers:
+        """Everything a build depends on: sources, the csrc/ headers they include, flags, torch (and the
+        GPU architectures of a CUDA layer)."""
+        arch = toolchain.cuda_arch_list() if self.is_cuda(layer) else ""
+        digest = hashlib.sha256(f"{torch.__version__}|{CXX_FLAGS}|{LD_FLAGS}|{CUDA_FLAGS}|{arch}".encode())
+        for path in self.sources(layer) + self.headers(layer):
             digest.update(str(path.relative_to(self.csrc_dir)).encode())
             digest.update(path.read_bytes())
         return digest.hexdigest()
+
+    def headers(self, layer: str) -> list[Path]:
+        """The headers of csrc/ that the layer's sources include, directly or through one another."""
+        found: set[Path] = set()
+        pending = list(self.sources(layer))
+        root = self.csrc_dir.resolve()
+        while pending:
+            including = pending.pop()
+            for name in re.findall(r'^\s*#\s*include\s*"([^"]+)"', including.read_text(errors="replace"),
+                                   flags=re.MULTILINE):
+                # "..." is looked up beside the including file first, then on the include path (csrc/)
+                header = next((h.resolve() for h in (including.parent / name, root / name) if h.is_file()), None)
+                if header is not None and header not in found and header.is_relative_to(root):
+                    found.add(header)
+                    pending.append(header)
+        return sorted(self.csrc_dir / h.relative_to(self.csrc_dir.resolve()) for h in found)
 
     # -- building and loading --------------------------------------------------------------------
     def load(self, layer: str) -> LoadResult:

@@ -74,11 +74,18 @@ def test_changed_layer_is_refused_in_the_same_process(tmp_path):
     assert builder.loaded_layers() == ["probe"]
 
 
-def test_header_change_counts_as_a_change(tmp_path):
+def test_a_change_of_an_included_header_counts_and_no_other(tmp_path):
     csrc, build_dir = make_tree(tmp_path, "unused")
+    source = csrc / "probe" / "probe.cpp"
+    source.write_text('#include "shared.h"\n' + source.read_text())
+    (csrc / "shared.h").write_text('#pragma once\n#include "probe/detail.h"\n')
+    (csrc / "probe" / "detail.h").write_text("#pragma once\n")
     builder = build.Builder(csrc, build_dir)
+    assert builder.headers("probe") == [csrc / "probe" / "detail.h", csrc / "shared.h"]
     before = builder.fingerprint("probe")
-    (csrc / "shared.h").write_text("#pragma once\n")  # any layer may include any header of csrc/
+    (csrc / "unrelated.h").write_text("#pragma once\n")  # included by no source of the layer
+    assert builder.fingerprint("probe") == before
+    (csrc / "probe" / "detail.h").write_text("#pragma once\nint changed;\n")  # included through shared.h
     assert builder.fingerprint("probe") != before
 
 
