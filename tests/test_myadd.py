@@ -23,6 +23,19 @@ def test_matches_aten(layers, dtype, layout):
     torch.testing.assert_close(result, expected, rtol=0, atol=0)
 
 
+# The contiguous path runs whole vectors, then one partial vector: lengths around every vector width
+# (8 to 64 elements, by dtype and CPU), and around the grain size where a second thread starts.
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("n", [1, 7, 8, 9, 15, 16, 17, 31, 33, 63, 65, 32767, 32768, 65537])
+def test_vector_remainders_match_aten(layers, dtype, n):
+    g = torch.Generator().manual_seed(n)
+    x, y = (torch.randn(n, generator=g, dtype=dtype) for _ in range(2))
+    torch.testing.assert_close(myops.myadd(x, y), torch.add(x, y), rtol=0, atol=0)
+    inplace = x.clone()
+    torch.ops.myops.myadd_(inplace, y)
+    torch.testing.assert_close(inplace, torch.add(x, y), rtol=0, atol=0)
+
+
 def test_inputs_are_not_modified(layers):
     x, y = torch.randn(64), torch.randn(64)
     x_copy, y_copy = x.clone(), y.clone()

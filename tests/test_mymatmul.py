@@ -44,6 +44,50 @@ def test_matches_aten(layers, dtype, case):
     torch.testing.assert_close(result, torch.matmul(x, y), rtol=rtol, atol=atol)
 
 
+# Sizes around the blocking of the kernel (register tiles of 6 rows and 16 to 32 columns, row blocks
+# of up to 96, depth slices of 256), in every layout that packing has to read.
+EDGE_SIZES = [(1, 1, 1), (7, 17, 63), (17, 63, 7), (63, 65, 129), (65, 257, 17), (129, 7, 65), (97, 513, 33)]
+LAYOUTS = {
+    "contiguous": lambda t: t,
+    "transposed": lambda t: t.t().contiguous().t(),  # same values, column-major strides
+    "sliced": lambda t: torch.empty(t.shape[0], 2 * t.shape[1], dtype=t.dtype)[:, ::2].copy_(t),  # column stride 2
+}
+
+
+@pytest.mark.parametrize("dtype", list(TOLERANCES), ids=str)
+@pytest.mark.parametrize("size", EDGE_SIZES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_edges_and_layouts(layers, dtype, size, layout):
+    n, k, m = size
+    g = torch.Generator().manual_seed(n * k * m)
+    x, y = torch.randn(n, k, generator=g, dtype=dtype), torch.randn(k, m, generator=g, dtype=dtype)
+    rtol, atol = TOLERANCES[dtype]
+    result = myops.mymatmul(LAYOUTS[layout](x), LAYOUTS[layout](y))
+    torch.testing.assert_close(result, (x.double() @ y.double()).to(dtype), rtol=rtol, atol=atol)
+    # Strides change how the inputs are packed, never the arithmetic: the same bits as contiguous.
+    assert torch.equal(result, myops.mymatmul(x, y))
+
+
+def _product_bits(threads):
+    torch.manual_seed(0)
+    torch.set_num_threads(threads)
+    return {str(dtype): myops.mymatmul(torch.randn(203, 517, dtype=dtype), torch.randn(517, 131, dtype=dtype))
+            for dtype in TOLERANCES}
+
+
+def test_bit_for_bit_across_runs_and_thread_counts(layers):
+    # See NOTE [ Why mymatmul is bit-for-bit reproducible ] in csrc/cpu/mymatmul_kernel.h. 203 rows are
+    # split into blocks differently for 1, 2 and 3 threads, and 517 = 2 * 256 + 5 needs three depth slices.
+    saved = torch.get_num_threads()
+    try:
+        runs = [_product_bits(threads) for threads in (1, 2, 3, 2)]
+    finally:
+        torch.set_num_threads(saved)
+    for run in runs[1:]:
+        for dtype, product in run.items():
+            assert torch.equal(product, runs[0][dtype]), dtype
+
+
 @pytest.mark.parametrize("x, y, message", [
     (torch.ones(2, 3, 4), torch.ones(4, 5),
      "myops::mymatmul: expected two 2-d tensors, got 3-d and 2-d; reshape them to matrices, "
