@@ -9,6 +9,9 @@ Values are seeded per device, so a case is the same tensor every time it is buil
 """
 from __future__ import annotations
 
+import functools
+import os
+import subprocess
 from collections.abc import Iterator
 
 import torch
@@ -132,3 +135,54 @@ def storage_tensor(t: torch.Tensor) -> torch.Tensor:
 def element_offset_bytes(t: torch.Tensor) -> int:
     """Where t starts in its storage, in bytes (storages themselves start at least 16-byte aligned)."""
     return t.storage_offset() * t.element_size()
+
+
+# -- inputs of the layouts every CPU kernel is tested on ------------------------------------------------------------
+def sample_inputs(dtype: torch.dtype, device: str | torch.device = "cpu"):
+    """(name, self, other) pairs covering the layouts a kernel must handle, including 0-dim and empty."""
+    randn = Randn(dtype, device)
+    yield "contiguous", randn(5, 7), randn(5, 7)
+    yield "transposed", randn(7, 5).t(), randn(7, 5).t()
+    yield "sliced", randn(10, 9)[1:6, ::2][:, :4], randn(5, 8)[:, 1:5]
+    yield "expanded", randn(1, 7).expand(5, 7), randn(5, 1).expand(5, 7)
+    yield "channels_last", randn(2, 3, 4, 5).to(memory_format=torch.channels_last), randn(2, 3, 4, 5)
+    yield "3d_permuted", randn(3, 4, 5).permute(2, 0, 1), randn(5, 3, 4)
+    yield "0-dim", randn(), randn()
+    yield "empty", randn(0, 4), randn(0, 4)
+    yield "large", randn(300_000), randn(300_000)  # above the grain size: split across threads
+
+
+# -- a machine without a system CUDA toolkit --------------------------------------------------------------------------
+# Commands run as on a learner's machine: in a private mount namespace where every /usr/local/cuda* folder is
+# empty and no nvcc is on PATH.
+HIDE = r"""
+for folder in /usr/local/cuda*; do
+  if [ -d "$folder" ] && [ ! -L "$folder" ]; then mount -t tmpfs none "$folder" || exit 97; fi
+done
+IFS=:
+for folder in $PATH; do
+  if [ -e "$folder/nvcc" ]; then mount --bind /dev/null "$folder/nvcc" || exit 97; fi
+done
+unset CUDA_HOME CUDA_PATH
+if command -v nvcc >/dev/null || [ -e /usr/local/cuda/bin/nvcc ]; then exit 98; fi
+exec "$@"
+"""
+
+
+def without_system_cuda(command: list[str]) -> list[str]:
+    """`command` wrapped so that it runs with the system CUDA toolkit hidden."""
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", HIDE, "hide-cuda", *command]
+
+
+@functools.cache
+def without_system_cuda_reason() -> str | None:
+    """Why the toolkit cannot be hidden here (no unshare, or no right to mount), or None."""
+    if os.geteuid() != 0:
+        return "hiding the system CUDA toolkit needs root (a private mount namespace)"
+    try:
+        probe = subprocess.run(without_system_cuda(["true"]), capture_output=True, text=True, timeout=30)
+    except FileNotFoundError:
+        return "unshare (util-linux) is not installed"
+    if probe.returncode != 0:
+        return f"cannot hide the system CUDA toolkit here (exit {probe.returncode}: {probe.stderr.strip()[:200]})"
+    return None

@@ -225,7 +225,7 @@ CUDA_PROBE = textwrap.dedent("""\
 
 @pytest.mark.skipif(toolchain.cuda_skip_reason() is not None, reason=str(toolchain.cuda_skip_reason()))
 def test_cuda_layer_builds_without_a_system_toolkit(tmp_path):
-    from system_cuda import without_system_cuda, without_system_cuda_reason
+    from helpers import without_system_cuda, without_system_cuda_reason
     if without_system_cuda_reason():
         pytest.skip(without_system_cuda_reason())
     namespace = f"cuda_probe_{uuid.uuid4().hex[:8]}"

@@ -12,7 +12,7 @@ import torch
 from myops import toolchain
 from myops.build import REPO_ROOT
 
-from system_cuda import without_system_cuda, without_system_cuda_reason
+from helpers import without_system_cuda, without_system_cuda_reason
 
 
 def cmake_version(cmake):

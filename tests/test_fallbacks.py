@@ -8,13 +8,10 @@ import torch
 
 import myops
 
+from helpers import rmsnorm_reference
+
 RMS_TOL = {torch.float64: (1e-12, 1e-12), torch.float32: (1e-5, 1e-5),
            torch.bfloat16: (2e-2, 2e-2), torch.float16: (2e-3, 2e-3)}
-
-
-def rmsnorm_reference(x, w, eps=1e-6):
-    x64 = x.double()
-    return (x64 / torch.sqrt(x64.pow(2).mean(-1, keepdim=True) + eps) * w.double()).to(x.dtype)
 
 
 @pytest.mark.parametrize("dtype", list(RMS_TOL), ids=str)

@@ -6,7 +6,7 @@ from torch.library import opcheck
 import myops
 from myops.dispatch import CallCounter
 from myops import python_library as pyops
-from conftest import sample_inputs
+from helpers import sample_inputs
 
 PY_MYADD, PY_MYMATMUL = torch.ops.pyops.myadd.default, torch.ops.pyops.mymatmul.default
 
