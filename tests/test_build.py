@@ -283,6 +283,8 @@ def test_cli_names_an_unknown_layer_without_a_traceback(tmp_path):
 
 def test_manifest_lists_every_folder_of_csrc():
     course = build.Builder(build.REPO_ROOT / "csrc", build.REPO_ROOT / "build")
+    names = [layer.name for layer in build.read_manifest(build.REPO_ROOT / "csrc")]
+    assert len(names) == len(set(names)), names
     listed = {course.layer(name).sources for name in course.layers()}
     folders = {p.name for p in (build.REPO_ROOT / "csrc").iterdir()
                if p.is_dir() and any(f.suffix in (".cpp", ".cu") for f in p.rglob("*"))}
