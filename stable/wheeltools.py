@@ -252,6 +252,12 @@ def undefined_symbols(library: Path) -> list[str]:
     return _nm(Path(library), "--undefined-only")
 
 
+def needed_libraries(library: Path) -> list[str]:
+    """The shared libraries `library` names as NEEDED (readelf -d): what the loader must find first."""
+    out = _run(["readelf", "-d", library], 60, f"readelf of {Path(library).name}").stdout
+    return re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out)
+
+
 def _demangle(names: list[str]) -> list[str]:
     if not names:
         return []

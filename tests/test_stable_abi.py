@@ -75,6 +75,10 @@ def test_library_needs_only_the_c_shim_of_torch(site):
     # Whatever the library takes from torch's own libraries is a C function of the shim, nothing else.
     from_torch = set(wheeltools.undefined_symbols(library)) & wheeltools.torch_library_symbols()
     assert from_torch and from_torch <= set(kinds["torch C shim"])
+    # Of torch's libraries only the two every build has; no Python, no CUDA runtime.
+    needed = wheeltools.needed_libraries(library)
+    assert {"libc10.so", "libtorch_cpu.so"} <= set(needed)
+    assert not [name for name in needed if re.match(r"lib(torch_python|python|cudart|c10_cuda|torch_cuda)", name)]
 
 
 def test_symbol_check_catches_a_library_that_uses_aten():
@@ -113,7 +117,7 @@ def test_runs_on_the_pinned_torch_from_a_plain_install(site):
 
 # -- in this process: values, errors, the Python half ---------------------------------------------------
 def add_layouts(dtype):
-    from conftest import sample_inputs
+    from helpers import sample_inputs
 
     return list(sample_inputs(dtype))
 
@@ -300,6 +304,8 @@ if torch.cuda.is_available():
 def test_cuda_kernels_compile_register_and_match_aten_on_a_gpu(site):
     library = wheeltools.build_cuda()
     assert wheeltools.symbols(library)["torch C++"] == []  # the CUDA library is stable-ABI only too
+    # ...but bound to one CUDA runtime major version: why the wheel leaves it out.
+    assert f"libcudart.so.{torch.version.cuda.split('.')[0]}" in wheeltools.needed_libraries(library)
     out = wheeltools.run(sys.executable, CUDA_CHILD.format(library=str(library)), pythonpath=site).splitlines()
     assert out[:2] == ["myadd kernel csrc/stable/cuda/myadd.cu", "mymatmul kernel csrc/stable/cuda/mymatmul.cu"]
     if torch.cuda.is_available():
