@@ -3,13 +3,17 @@
 Everything is made under build/stable/ (the wheel itself in dist/, where `make wheel` puts it) and reused
 while what it was made from is unchanged, so a warm run builds nothing:
 
-    wheel()                    dist/myops_stable-*.whl, rebuilt when csrc/stable or stable/ changed
-    install(wheel)             the wheel unpacked by pip into a folder for PYTHONPATH / sys.path
+    wheel()                      dist/myops_stable-*.whl, rebuilt when csrc/stable or stable/ changed
+    install(wheel)               the wheel unpacked by pip into a folder for PYTHONPATH / sys.path
     torch_environment("2.13.0")  a virtual environment holding only that torch (and numpy)
     install_into(python, wheel)  pip install of the wheel into such an environment
-    run(python, code)          a child process, with a timeout, that returns what it printed
-    symbols(library)           the library's undefined symbols, sorted by who provides them
-    compile_seconds(source)    one translation unit compiled from cold, timed
+    run(python, script)          a child process that returns what it printed
+    build_cuda()                 csrc/stable/cuda compiled where a CUDA toolkit exists (not in the wheel)
+    symbols(library)             what a library needs from others (nm), sorted by who provides it;
+                                 undefined_symbols, needed_libraries, torch_library_symbols: the raw lists
+    compiles(source, target)     whether a file compiles for a TORCH_TARGET_VERSION
+    compile_seconds(source)      one translation unit compiled from cold, timed
+    aten_probe(source)           a course .cpp compiled alone, for the symbol check to fail on
 
 Every child process has a timeout; a failure raises with the child's output.
 """
