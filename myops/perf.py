@@ -6,6 +6,7 @@ Timings use torch.utils.benchmark with the process's thread count (its default i
 from __future__ import annotations
 
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -16,6 +17,47 @@ from pathlib import Path
 import torch
 
 from myops.build import REPO_ROOT, Builder
+
+
+# -- what the numbers were measured on ---------------------------------------------------------------
+# The /proc/cpuinfo flags that decide which vector code runs: ours (cpu/vectorized.h) and ATen's.
+SIMD_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512dq",
+              "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "neon", "asimd", "sve")
+
+
+def environment() -> dict:
+    """The machine, threads, torch and build flags behind a measurement: store it with the numbers."""
+    from myops import build
+
+    cpu_model, flags = "", set()
+    cpuinfo = Path("/proc/cpuinfo")  # Linux; elsewhere only platform's one word is known
+    for line in cpuinfo.read_text().splitlines() if cpuinfo.is_file() else []:
+        key, _, value = (part.strip() for part in line.partition(":"))
+        if key == "model name" and not cpu_model:
+            cpu_model = value
+        elif key in ("flags", "Features") and not flags:  # Features: ARM
+            flags = set(value.split())
+    return {
+        "cpu": cpu_model or platform.processor() or platform.machine(),
+        "simd": [flag for flag in SIMD_FLAGS if flag in flags],
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "aten_cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "cxx_flags": list(build.CXX_FLAGS),
+        "ld_flags": list(build.LD_FLAGS),
+    }
+
+
+def describe(env: dict) -> str:
+    """One line for a plot title: CPU, SIMD, threads, torch, our compiler flags."""
+    widest = [flag for flag in env["simd"] if flag in ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_tile",
+                                                        "asimd", "sve")]
+    return (f"{env['cpu']} ({' '.join(widest) or 'no vector flags'}), {env['threads']} threads, "
+            f"torch {env['torch']} (ATen {env['aten_cpu_capability']}), {' '.join(env['cxx_flags'])}")
+
+
+def _title(ax, title: str, env: dict | None) -> None:
+    ax.set_title(title if env is None else f"{title}\n{describe(env)}", fontsize=9 if env else None, wrap=True)
 
 
 def _median_seconds(stmt: str, num_threads: int, min_run_time: float, **values) -> float:
@@ -45,10 +87,12 @@ def myadd_bandwidth(exponents, device="cpu", min_run_time=0.2) -> list[dict]:
         n = 2**e
         a, b, out = (torch.randn(n, device=device) for _ in range(3))
         add_bytes, copy_bytes = 3 * n * 4, 2 * n * 4  # read two, write one / read one, write one
+        # Both operators are bound to a name first: the statement times the call, not a chain of
+        # attribute lookups (torch.ops.myops.myadd.default is four), which call_overhead() shows apart.
         seconds = {
-            "myadd": _median_seconds("torch.ops.myops.myadd.default(a, b)" + _sync(device), threads,
-                                     min_run_time, a=a, b=b),
-            "torch.add": _median_seconds("torch.add(a, b)" + _sync(device), threads, min_run_time, a=a, b=b),
+            "myadd": _median_seconds("fn(a, b)" + _sync(device), threads, min_run_time, a=a, b=b,
+                                     fn=torch.ops.myops.myadd.default),
+            "torch.add": _median_seconds("fn(a, b)" + _sync(device), threads, min_run_time, a=a, b=b, fn=torch.add),
             "copy": _median_seconds("out.copy_(a)" + _sync(device), threads, min_run_time, a=a, out=out),
         }
         rows.append({
@@ -68,12 +112,32 @@ def mymatmul_throughput(sizes, device="cpu", dtype=torch.float32, min_run_time=0
     for n in sizes:
         a, b = torch.randn(n, n, device=device, dtype=dtype), torch.randn(n, n, device=device, dtype=dtype)
         flops = 2 * n**3
-        ours = _median_seconds("torch.ops.myops.mymatmul.default(a, b)" + _sync(device), threads,
-                               min_run_time, a=a, b=b)
-        aten = _median_seconds("torch.matmul(a, b)" + _sync(device), threads, min_run_time, a=a, b=b)
-        rows.append({"n": n, "mymatmul_GFLOPs": flops / ours / 1e9, "aten_GFLOPs": flops / aten / 1e9,
-                     "ratio_vs_aten": aten / ours})
+        ours = _median_seconds("fn(a, b)" + _sync(device), threads, min_run_time, a=a, b=b,
+                               fn=torch.ops.myops.mymatmul.default)
+        aten = _median_seconds("fn(a, b)" + _sync(device), threads, min_run_time, a=a, b=b, fn=torch.matmul)
+        rows.append({"n": n, "dtype": str(dtype).removeprefix("torch."), "mymatmul_GFLOPs": flops / ours / 1e9,
+                     "aten_GFLOPs": flops / aten / 1e9, "ratio_vs_aten": aten / ours})
     return rows
+
+
+MATMUL_STEPS = ("naive", "packed", "vectorized", "threaded")
+
+
+def mymatmul_steps(n, dtype=torch.float32, steps=MATMUL_STEPS, min_run_time=0.2) -> dict:
+    """GFLOP/s of each step from the textbook loop to myops.mymatmul (the `bench` layer), and of
+    torch.matmul on one thread and on all, for n x n matrices. Every step but the last runs on one thread."""
+    from myops import build
+
+    build.load_layer("bench")
+    g = torch.Generator().manual_seed(0)
+    a, b = (torch.randn(n, n, generator=g, dtype=dtype) for _ in range(2))
+    threads, gflop = torch.get_num_threads(), 2 * n**3 / 1e9
+    step_op = torch.ops.myops_bench.mymatmul_step.default
+    result = {step: gflop / _median_seconds("fn(a, b, step)", threads, min_run_time, fn=step_op, a=a, b=b, step=step)
+              for step in steps}
+    result["torch.matmul, 1 thread"] = gflop / _median_seconds("fn(a, b)", 1, min_run_time, fn=torch.matmul, a=a, b=b)
+    result["torch.matmul"] = gflop / _median_seconds("fn(a, b)", threads, min_run_time, fn=torch.matmul, a=a, b=b)
+    return result
 
 
 def call_overhead(elements=16, min_run_time=0.5) -> dict:
@@ -125,7 +189,7 @@ def build_times(layers=("schema", "cpu", "composite", "autograd", "inplace_or_vi
 
 
 # -- plots -------------------------------------------------------------------------------------------
-def plot_bandwidth(rows, title="myadd vs torch.add (float32)"):
+def plot_bandwidth(rows, title="myadd vs torch.add (float32)", env=None):
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(7, 3.6))
@@ -136,13 +200,13 @@ def plot_bandwidth(rows, title="myadd vs torch.add (float32)"):
     ax.set_xscale("log", base=2)
     ax.set_xlabel("elements")
     ax.set_ylabel("GB/s")
-    ax.set_title(title)
+    _title(ax, title, env)
     ax.legend()
     fig.tight_layout()
     return fig
 
 
-def plot_matmul(rows, title="mymatmul vs torch.matmul (float32)"):
+def plot_matmul(rows, title="mymatmul vs torch.matmul (float32)", env=None):
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(7, 3.6))
@@ -153,21 +217,49 @@ def plot_matmul(rows, title="mymatmul vs torch.matmul (float32)"):
     ax.set_xscale("log", base=2)
     ax.set_xlabel("n (n x n times n x n)")
     ax.set_ylabel("GFLOP/s")
-    ax.set_title(title)
+    _title(ax, title, env)
     ax.legend()
     fig.tight_layout()
     return fig
 
 
-def plot_overhead(micros):
+def plot_overhead(micros, env=None):
     from matplotlib.figure import Figure
 
     names = [k for k in micros if k != "ratio_vs_aten"]
-    fig = Figure(figsize=(7, 2.4))
+    fig = Figure(figsize=(7, 2.4 if env is None else 2.8))
     ax = fig.subplots()
     ax.barh(names, [micros[k] for k in names], color=["#9db4c0", "#4c9f70", "#4c9f70"])
     ax.set_xlabel("microseconds per call (16 elements, one thread)")
     ax.invert_yaxis()
+    if env is not None:
+        _title(ax, "per-call overhead", env)
+    fig.tight_layout()
+    return fig
+
+
+def plot_matmul_steps(results: dict, title="from the textbook loop to mymatmul (float32)", env=None):
+    """Bars of GFLOP/s per step, one group per matrix size: results maps n to mymatmul_steps(n)."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(7, 3.6))
+    ax = fig.subplots()
+    names = list(next(iter(results.values())))
+    width = 0.8 / len(results)
+    colors = ["#9db4c0", "#e0a458", "#4c9f70", "#2d6a4f", "#999999", "#555555"]
+    for index, (n, gflops) in enumerate(results.items()):
+        xs = [i + (index - (len(results) - 1) / 2) * width for i in range(len(names))]
+        bars = ax.bar(xs, [gflops[name] for name in names], width=width * 0.95,
+                      color=colors[:len(names)], alpha=1 - 0.35 * index, label=f"n = {n}")
+        ax.bar_label(bars, fmt="%.3g", fontsize=7)
+    labels = {"threaded": "threaded\n= mymatmul", "torch.matmul, 1 thread": "torch.matmul\n1 thread",
+              "torch.matmul": "torch.matmul\nall threads"}
+    ax.set_xticks(range(len(names)), [labels.get(name, name) for name in names], fontsize=9)
+    ax.set_yscale("log")
+    ax.set_ylabel("GFLOP/s (log scale)")
+    if len(results) > 1:
+        ax.legend(frameon=False)
+    _title(ax, title, env)
     fig.tight_layout()
     return fig
 
@@ -188,7 +280,7 @@ def plot_vmap(batch_sizes, fallback_seconds, rule_seconds, title):
     return fig
 
 
-def plot_build_times(rows):
+def plot_build_times(rows, env=None):
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(7, 3.2))
@@ -199,6 +291,8 @@ def plot_build_times(rows):
     ax.bar([i + 0.2 for i in x], [r["extension_h_seconds"] for r in rows], width=0.4, label="<torch/extension.h>")
     ax.set_xticks(list(x), layers, rotation=20)
     ax.set_ylabel("cold build, seconds")
+    if env is not None:
+        _title(ax, "cold builds", env)
     ax.legend()
     fig.tight_layout()
     return fig

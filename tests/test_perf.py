@@ -3,7 +3,10 @@ import json
 import subprocess
 import sys
 
-from myops import perf
+import pytest
+import torch
+
+from myops import build, perf
 from myops.build import REPO_ROOT
 
 
@@ -15,6 +18,53 @@ def test_measurements_have_every_field(layers):
     assert matmul["n"] == 32 and matmul["mymatmul_GFLOPs"] > 0 and matmul["ratio_vs_aten"] > 0
     overhead = perf.call_overhead(min_run_time=0.01)
     assert overhead["ratio_vs_aten"] == overhead["torch.ops.myops.myadd"] / overhead["torch.add"]
+
+
+def test_environment_names_the_machine_and_the_flags():
+    env = perf.environment()
+    assert env["cpu"] and env["threads"] == torch.get_num_threads() and env["torch"] == torch.__version__
+    assert env["cxx_flags"] == list(build.CXX_FLAGS) and "-fopenmp" in env["cxx_flags"]
+    assert set(env["simd"]) <= set(perf.SIMD_FLAGS)
+    line = perf.describe(env)
+    assert env["cpu"] in line and f"{env['threads']} threads" in line and "-fopenmp" in line
+    figure = perf.plot_matmul([{"n": 8, "mymatmul_GFLOPs": 1.0, "aten_GFLOPs": 2.0}], env=env)
+    assert line in figure.axes[0].get_title()  # every plot says what it was measured on
+
+
+@pytest.fixture(scope="module")
+def steps_layer(layers):
+    build.load_layer("bench")
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("step", perf.MATMUL_STEPS)
+def test_every_matmul_step_computes_the_product(steps_layer, dtype, step):
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(70, 300, generator=g, dtype=dtype), torch.randn(300, 41, generator=g, dtype=dtype).t().contiguous().t()
+    result = torch.ops.myops_bench.mymatmul_step(x, y, step)
+    tolerance = {torch.float16: 2e-3, torch.bfloat16: 1e-2, torch.float32: 1e-5, torch.float64: 1e-12}[dtype]
+    torch.testing.assert_close(result, (x.double() @ y.double()).to(dtype), rtol=tolerance, atol=tolerance * 10)
+    if step == "threaded":  # the last step is the operator itself
+        assert torch.equal(result, torch.ops.myops.mymatmul(x, y))
+
+
+def test_unknown_step_is_named(steps_layer):
+    with pytest.raises(RuntimeError, match="myops_bench::mymatmul_step: unknown step 'fast'; expected naive, "
+                                           "packed, vectorized or threaded"):
+        torch.ops.myops_bench.mymatmul_step(torch.ones(2, 2), torch.ones(2, 2), "fast")
+
+
+def test_register_tile_is_whole_vectors(steps_layer):
+    rows, cols = torch.ops.myops_bench.mymatmul_tile(torch.float32)
+    assert rows == 6 and cols in (16, 32)  # 2 vectors of 8 (generic, AVX2) or 16 (AVX-512) floats
+    assert torch.ops.myops_bench.mymatmul_tile(torch.float64) == [6, cols // 2]
+    assert torch.ops.myops_bench.mymatmul_tile(torch.bfloat16) == [rows, cols]  # packed as float
+
+
+def test_matmul_steps_measure_every_step(steps_layer):
+    result = perf.mymatmul_steps(32, min_run_time=0.01)
+    assert list(result) == [*perf.MATMUL_STEPS, "torch.matmul, 1 thread", "torch.matmul"]
+    assert min(result.values()) > 0
 
 
 def test_extension_header_variant_is_the_same_unit_with_the_big_header():
@@ -30,6 +80,8 @@ def test_benchmark_command_writes_results(tmp_path):
                             cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr
     results = json.loads((tmp_path / "results.json").read_text())
-    assert {"myadd_cpu", "mymatmul_cpu", "overhead_us"} <= set(results)
-    assert all((tmp_path / f"{name}.png").stat().st_size > 0 for name in ("myadd_cpu", "mymatmul_cpu", "overhead"))
-    assert "ratio" in result.stdout
+    assert {"environment", "myadd_cpu", "mymatmul_cpu", "mymatmul_steps", "overhead_us"} <= set(results)
+    assert results["environment"] == json.loads(json.dumps(perf.environment()))
+    assert all((tmp_path / f"{name}.png").stat().st_size > 0
+               for name in ("myadd_cpu", "mymatmul_cpu", "mymatmul_steps", "overhead"))
+    assert "ratio" in result.stdout and perf.describe(perf.environment()) in result.stdout
