@@ -6,6 +6,9 @@
 //                                selects its first row and the caller silently gets the wrong shape.
 //   mistakes::add_with_deprecated_guard  the 2020 tutorial's at::AutoNonVariableTypeMode: it still
 //                                compiles and excludes autograd, and warns at run time (once per process).
+//   mistakes::add_inplace_with_functional_guard  an in-place operator's autograd kernel with the guard of
+//                                a functional one: AutoDispatchBelowADInplaceOrView skips ADInplaceOrView too,
+//                                so nothing bumps the version counter of the written tensor.
 //   mistakes::twice              (for opcheck, see opcheck.cpp) the backward calls an operator that
 //                                has no Meta kernel: eager autograd works, tracing the backward cannot.
 #include <ATen/core/LegacyTypeDispatch.h>
@@ -62,6 +65,15 @@ at::Tensor add_with_deprecated_guard_autograd(const at::Tensor& self, const at::
 }
 // END deprecated_guard
 
+// BEGIN functional_guard_in_place
+void add_inplace_with_functional_guard_autograd(at::Tensor& self, const at::Tensor& other) {
+  // BUG: right for a functional operator (its autograd kernel did all autograd's bookkeeping), wrong for an
+  // in-place one: the ADInplaceOrView kernel below, which bumps self's version, is skipped as well.
+  at::AutoDispatchBelowADInplaceOrView guard;
+  myops::myadd_inplace(self, other);
+}
+// END functional_guard_in_place
+
 class TwiceFunction : public torch::autograd::Function<TwiceFunction> {
  public:
   static at::Tensor forward(AutogradContext* /*ctx*/, const at::Tensor& self) {
@@ -92,4 +104,5 @@ TORCH_LIBRARY_IMPL(mistakes, Autograd, m) {
   m.impl("add_with_deprecated_guard", &add_with_deprecated_guard_autograd);
   m.impl("add_without_guard", &add_without_guard_autograd);
   m.impl("add_indexed", &add_indexed_autograd);
+  m.impl("add_inplace_with_functional_guard", &add_inplace_with_functional_guard_autograd);
 }

@@ -9,6 +9,7 @@ TORCH_LIBRARY(mistakes, m) {
   m.def("add_without_guard(Tensor self, Tensor other) -> Tensor");
   m.def("add_indexed(Tensor self, Tensor other) -> Tensor");
   m.def("add_with_deprecated_guard(Tensor self, Tensor other) -> Tensor");
+  m.def("add_inplace_with_functional_guard(Tensor(a!) self, Tensor other) -> ()");
   m.def("matmul_cast_without_device(Tensor self, Tensor other) -> Tensor");
   m.def("matmul_on_old_autocast_key(Tensor self, Tensor other) -> Tensor");
   // One broken operator per opcheck test; see opcheck.cpp.
