@@ -119,3 +119,13 @@ def test_opcheck_refuses_aliasing_outputs(layers, op, args):
     assert results["test_schema"] == results["test_faketensor"] == "SUCCESS"
     assert "Found a custom (non-ATen) operator whose output has alias annotations" in str(
         results["test_aot_dispatch_dynamic"])
+
+
+def test_the_functional_guard_in_an_in_place_kernel_skips_the_version_bump(layers):
+    # mistakes::add_inplace_with_functional_guard: notebook 04's guard copied into an in-place operator's
+    # autograd kernel. Values are right; ADInplaceOrView is skipped, so the version never moves.
+    myops.load("mistakes")
+    right, wrong = torch.zeros(3), torch.zeros(3)
+    myops.myadd_inplace(right, torch.ones(3))
+    torch.ops.mistakes.add_inplace_with_functional_guard(wrong, torch.ones(3))
+    assert torch.equal(right, wrong) and (right._version, wrong._version) == (1, 0)
