@@ -24,6 +24,7 @@ def test_outside_autocast_nothing_changes(layers):
     assert myops.mymatmul(torch.randn(2, 3), torch.randn(3, 2)).dtype == torch.float32
 
 
+@pytest.mark.pytorch_pin
 def test_op_without_wrapper_falls_through(layers):
     x = torch.randn(4)
     with torch.autocast("cpu", dtype=torch.bfloat16):
@@ -61,12 +62,14 @@ def test_registered_on_both_autocast_keys(layers):
         assert table["AutocastCPU"].source == table["AutocastCUDA"].source == f"csrc/autocast/{op[7:]}.cpp"
 
 
+@pytest.mark.pytorch_pin
 def test_cached_cast_without_device_casts_nothing_on_cpu(with_mistakes):
     x, w = torch.randn(8, 16), torch.randn(16, 4)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         assert torch.ops.mistakes.matmul_cast_without_device(x, w).dtype == torch.float32
 
 
+@pytest.mark.pytorch_pin
 def test_old_autocast_key_never_sees_cpu(with_mistakes):
     x, w = torch.randn(8, 16), torch.randn(16, 4)
     with torch.autocast("cpu", dtype=torch.bfloat16):

@@ -65,6 +65,7 @@ def test_not_implemented_fallback_without_grad_is_free(layers):
     assert out.grad_fn is None and not out.requires_grad
 
 
+@pytest.mark.pytorch_pin
 def test_without_any_autograd_kernel_gradients_are_lost_with_a_warning():
     code = """
         import warnings, torch, myops

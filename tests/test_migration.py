@@ -19,6 +19,7 @@ def include_dir(layers):
     return Path(include_paths()[0])
 
 
+@pytest.mark.pytorch_pin
 def test_cpp14_no_longer_compiles(include_dir, tmp_path):
     source = tmp_path / "op.cpp"
     source.write_text("#include <ATen/ATen.h>\n")
@@ -43,12 +44,14 @@ print(torch.equal(torch.ops.mistakes.add_with_deprecated_guard(x, x), x + x))
 """
 
 
+@pytest.mark.pytorch_pin
 def test_deprecated_guard_still_works_and_warns(layers):
     child = subprocess.run([sys.executable, "-c", DEPRECATED_GUARD], capture_output=True, text=True, timeout=120)
     assert child.stdout.split() == ["True"], child.stderr
     assert "AutoNonVariableTypeMode is deprecated" in child.stderr
 
 
+@pytest.mark.pytorch_pin
 def test_legacy_batched_key_is_not_what_vmap_uses(layers):
     lib = torch.library.Library("migration_test", "DEF")
     try:
@@ -63,6 +66,7 @@ def test_legacy_batched_key_is_not_what_vmap_uses(layers):
         lib._destroy()
 
 
+@pytest.mark.pytorch_pin
 def test_tracer_fallback_records_custom_ops(layers):
     assert dispatch.dispatch_table("myops::myadd", keys=("Tracer",))[0].kind == "fallback"
     with warnings.catch_warnings(record=True) as caught:
@@ -74,6 +78,7 @@ def test_tracer_fallback_records_custom_ops(layers):
     assert torch.equal(traced(x, y), x + y)
 
 
+@pytest.mark.pytorch_pin
 def test_export_records_custom_ops(layers):
     class Linear(torch.nn.Module):
         def forward(self, x, w, b):
@@ -86,6 +91,7 @@ def test_export_records_custom_ops(layers):
     torch.testing.assert_close(exported.module()(*example), Linear()(*example))
 
 
+@pytest.mark.pytorch_pin
 def test_named_tensors_are_gone(include_dir):
     assert not (include_dir / "ATen" / "NamedTensorUtils.h").exists()
     assert not any(line.startswith("Named:") for line in torch._C._dispatch_dump_table("aten::add.Tensor").splitlines())

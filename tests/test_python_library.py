@@ -177,6 +177,7 @@ REVERSE_TRANSFORMS = {
 }
 
 
+@pytest.mark.pytorch_pin
 @pytest.mark.parametrize("transform", REVERSE_TRANSFORMS)
 @pytest.mark.parametrize(("namespace", "message"), [("myops", CPP_FUNCTION_MESSAGE), ("pyops", CUSTOM_OP_MESSAGE)])
 def test_reverse_mode_torch_func_fails_on_both_stacks(layers, transform, namespace, message):
