@@ -19,7 +19,6 @@ import argparse
 import contextlib
 import hashlib
 import importlib.util
-import io
 import json
 import os
 import re
@@ -120,8 +119,8 @@ def _crash_message(returncode: int) -> str:
         name = signal.Signals(-returncode).name
     except ValueError:
         name = f"exit status {returncode}"
-    hint = (" (a kernel that calls its own operator without excluding its dispatch key recurses until the "
-            "stack overflows)" if name == "SIGSEGV" else "")
+    hint = (" (often a stack overflow: a kernel that calls its own operator without excluding its dispatch key "
+            "recurses forever)" if name == "SIGSEGV" else "")
     return f"not solved yet: the check crashed with {name}{hint}"
 
 
@@ -261,7 +260,8 @@ def _build_and_load(root: Path, build_dir: Path, layer: str) -> None:
     try:
         builder.load(layer)  # its progress lines go to our stdout, which the parent does not show
     except LayerUnavailableError as error:
-        raise _BuildFailed("skipped", f"cannot be checked here: {str(error).split(': ', 1)[-1]}") from None
+        reason = str(error).split("cannot be built here: ", 1)[-1]
+        raise _BuildFailed("skipped", f"cannot be checked here: {reason}") from None
     except LayerBuildError as error:
         raise _BuildFailed("compile-error", str(error)) from None
     stamp.write_text(digest)
@@ -302,7 +302,8 @@ def _child_main(number: str, root: str, build_dir: str) -> None:
 
 # -- helpers the checks share ---------------------------------------------------------------------------
 
-_TABLE_LINE = re.compile(r"^(?P<key>\w+)(?:\[alias\])?: (?:fallthrough )?registered at (?P<where>.+):\d+ \[(?P<kind>[^\]]+)\]$")
+_TABLE_LINE = re.compile(
+    r"^(?P<key>\w+)(?:\[alias\])?: (?:fallthrough )?registered at (?P<where>.+):\d+ \[(?P<kind>[^\]]+)\]$")
 
 
 def _registrations(op: str) -> dict[str, tuple[str, str]]:
@@ -326,7 +327,8 @@ def _require_kernel(context: _Context, op: str, key: str, hint: str) -> None:
     mine = bool(where) and path.parent.name == context.folder.name and (context.folder / path.name).is_file()
     # A registration on an alias key (Autograd) shows up as an "autograd kernel" on each key it fills.
     if kind not in ("kernel", "autograd kernel") or not mine:
-        found = "nothing" if kind == "none" else ("an " if kind[0] in "aeiou" else "a ") + kind + ("" if mine else " from PyTorch")
+        article = "an " if kind[0] in "aeiou" else "a "
+        found = "nothing" if kind == "none" else article + kind + ("" if mine else " from PyTorch")
         raise Unsolved(f"{op} has no kernel on the {key} key (the dispatch table shows {found} there); {hint}")
 
 
@@ -390,13 +392,13 @@ def _expect_close(what: str, actual, expected, rtol: float | None = None, atol: 
         torch.testing.assert_close(actual, expected, rtol=rtol, atol=atol, equal_nan=True)
     except AssertionError:
         diff = (actual.double() - expected.double()).abs()
-        worst = divmod_index(int(diff.argmax()), list(actual.shape)) if diff.numel() else ()
+        worst = _index_of(int(diff.argmax()), list(actual.shape)) if diff.numel() else ()
         raise Unsolved(f"{what} returned wrong values: at index {list(worst)} expected "
                        f"{expected.double().flatten()[int(diff.argmax())].item():.6g}, got "
                        f"{actual.double().flatten()[int(diff.argmax())].item():.6g}") from None
 
 
-def divmod_index(flat: int, shape: list[int]) -> tuple[int, ...]:
+def _index_of(flat: int, shape: list[int]) -> tuple[int, ...]:
     """The multi-index of element `flat` of a contiguous tensor of `shape`."""
     index = []
     for size in reversed(shape):
@@ -417,7 +419,8 @@ def _layouts(dtype, seed: int = 0):
     """(name, self, other) pairs of one shape in the layouts a kernel must handle."""
     yield "contiguous", _randn(5, 7, dtype=dtype, seed=seed), _randn(5, 7, dtype=dtype, seed=seed + 1)
     yield "transposed", _randn(7, 5, dtype=dtype, seed=seed + 2).t(), _randn(5, 7, dtype=dtype, seed=seed + 3)
-    yield "sliced", _randn(10, 16, dtype=dtype, seed=seed + 4)[1:6, ::2][:, :7], _randn(5, 7, dtype=dtype, seed=seed + 5)
+    sliced = _randn(10, 16, dtype=dtype, seed=seed + 4)[1:6, ::2][:, :7]
+    yield "sliced", sliced, _randn(5, 7, dtype=dtype, seed=seed + 5)
     yield "expanded", _randn(1, 7, dtype=dtype, seed=seed + 6).expand(5, 7), _randn(5, 7, dtype=dtype, seed=seed + 7)
     yield "empty", _randn(0, 3, dtype=dtype, seed=seed + 8), _randn(0, 3, dtype=dtype, seed=seed + 9)
 
@@ -810,7 +813,8 @@ def _check_11(context: _Context) -> None:
         x = _randn(*shape, dtype=torch.float64, seed=len(shape))
         for needs in ((True, True), (True, False), (False, True)):
             _expect_grads(f"ex11::myrmsnorm on shape {list(shape)} with requires_grad={needs}",
-                          lambda a, b: op(a, b, 0.5), (x.clone().requires_grad_(needs[0]), w.clone().requires_grad_(needs[1])),
+                          lambda a, b: op(a, b, 0.5),
+                          (x.clone().requires_grad_(needs[0]), w.clone().requires_grad_(needs[1])),
                           lambda a, b: _rmsnorm_reference(a, b, 0.5))
     _opcheck("ex11::myrmsnorm", op, [(_randn(2, 4, requires_grad=True), _randn(4, seed=2, requires_grad=True), 0.1)])
 

@@ -40,7 +40,8 @@ def test_one_exercise_per_notebook_and_the_same_layout_in_both_trees():
     notebooks = sorted(p.stem for p in (REPO_ROOT / "notebooks").glob("[01][0-9]_*.ipynb"))
     assert [exercises.folder(n) for n in NUMBERS] == [name for name in notebooks if name[:2] in NUMBERS]
     for number in NUMBERS:
-        stub, solution = REPO_ROOT / "exercises" / exercises.folder(number), REPO_ROOT / "solutions" / exercises.folder(number)
+        name = exercises.folder(number)
+        stub, solution = REPO_ROOT / "exercises" / name, REPO_ROOT / "solutions" / name
         assert sorted(p.name for p in stub.iterdir()) == sorted(p.name for p in solution.iterdir()), number
     languages = [exercises._EXERCISES[n].language for n in NUMBERS]
     assert sum(language in ("C++", "CUDA") for language in languages) >= 6
@@ -70,14 +71,15 @@ def test_every_untouched_stub_is_reported_unsolved():
 
 def test_one_unsolved_exercise_exits_nonzero_with_one_line(capsys):
     assert exercises.main(["check", "2"]) == 1
-    assert capsys.readouterr().out == ("02_cpu_kernel: not solved yet: ex02::mymul has no kernel on the CPU key (the dispatch "
-                           "table shows nothing there); register mymul_cpu in the TORCH_LIBRARY_IMPL(ex02, CPU, m) "
-                           "block\n")
+    assert capsys.readouterr().out == (
+        "02_cpu_kernel: not solved yet: ex02::mymul has no kernel on the CPU key (the dispatch table shows nothing "
+        "there); register mymul_cpu in the TORCH_LIBRARY_IMPL(ex02, CPU, m) block\n")
 
 
 def test_unknown_exercise(capsys):
     assert exercises.main(["check", "14"]) == 2
-    assert capsys.readouterr().out == "myops.exercises: no exercise '14'; the exercises are " + ", ".join(NUMBERS) + "\n"
+    expected = "myops.exercises: no exercise '14'; the exercises are " + ", ".join(NUMBERS)
+    assert capsys.readouterr().out == expected + "\n"
 
 
 def test_check_prints_the_verdict_and_returns_a_bool(capsys):
@@ -100,7 +102,8 @@ def broken(tmp_path):
         assert old in text
         path.write_text(text.replace(old, new, 1))
         # A fixed build folder per case: identical sources are not compiled again on the next run.
-        build = REPO_ROOT / "build" / "test-exercises" / hashlib.sha256(f"{number}|{old}|{new}".encode()).hexdigest()[:12]
+        case = hashlib.sha256(f"{number}|{old}|{new}".encode()).hexdigest()[:12]
+        build = REPO_ROOT / "build" / "test-exercises" / case
         return root, build, folder
     return make
 
@@ -129,9 +132,9 @@ def test_a_python_answer_timed_with_one_thread_is_told_why(broken):
 
 
 def test_a_kernel_that_recurses_is_reported_as_a_crash_not_a_traceback(broken):
-    root, build, folder = broken("07", "  c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCPU);\n",
-                                 "", "mynorm.cpp")
+    guard = "  c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCPU);\n"
+    root, build, folder = broken("07", guard, "", "mynorm.cpp")
     result = exercises.verdict("07", root=root, build_dir=build)
     assert result.status == "crashed"
-    assert result.message == ("not solved yet: the check crashed with SIGSEGV (a kernel that calls its own operator "
-                              "without excluding its dispatch key recurses until the stack overflows)")
+    assert result.message == ("not solved yet: the check crashed with SIGSEGV (often a stack overflow: a kernel that "
+                              "calls its own operator without excluding its dispatch key recurses forever)")

@@ -2,9 +2,9 @@
 //
 // ex06::myscale_(Tensor(a!) self, float factor) -> () multiplies `self` by `factor` in place and returns
 // nothing (the form torch.compile accepts). Its schema, CPU kernel and Autograd kernel are given; the
-// Autograd kernel redispatches with at::AutoDispatchBelowAutograd's key set, so the ADInplaceOrView key still
-// runs. Nothing is registered there yet: the key falls through, `self`'s version counter never moves, and
-// autograd cannot notice that a tensor it saved for backward was overwritten.
+// Autograd kernel redispatches with the keys below autograd (keys & c10::after_autograd_keyset), which still
+// hold ADInplaceOrView. Nothing is registered there yet: the key falls through, `self`'s version counter never
+// moves, and autograd cannot notice that a tensor it saved for backward was overwritten.
 // Your part:
 //   1. myscale__ad_inplace_or_view: redispatch to the kernels below this key (keys & c10::after_ADInplaceOrView_keyset,
 //      under at::AutoDispatchBelowADInplaceOrView), then bump the version counter of the written tensor once.
