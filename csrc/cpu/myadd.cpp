@@ -39,19 +39,21 @@ void myadd_kernel_impl(const at::Tensor& self, const at::Tensor& other, const at
   scalar_t* o = out.mutable_data_ptr<scalar_t>();
 
   if (self.is_contiguous() && other.is_contiguous() && out.is_contiguous()) {
-    // Fast path: one flat loop over whole vectors (Vectorized<Half> and <BFloat16> add in float
-    // inside), then the remainder, loaded and stored partially.
-    // The pointers are captured by value: a vector store may alias anything, so through a reference
-    // the compiler would reload every pointer after every store.
-    using Vec = at::vec::Vectorized<scalar_t>;
+    // Fast path, split across threads. The pointers are captured by value: a vector store may alias
+    // anything, so through a reference the compiler would reload every pointer after every store.
     at::parallel_for(0, out.numel(), kGrainSize, [a, b, o](int64_t begin, int64_t end) {
       int64_t i = begin;
-      for (; i + Vec::size() <= end; i += Vec::size()) {
-        (Vec::loadu(a + i) + Vec::loadu(b + i)).store(o + i);
+      if constexpr (at::vec::is_vec_specialized_for_v<scalar_t>) {
+        // Whole vectors; Vectorized<Half> and <BFloat16> add in float inside.
+        using Vec = at::vec::Vectorized<scalar_t>;
+        for (; i + Vec::size() <= end; i += Vec::size()) {
+          (Vec::loadu(a + i) + Vec::loadu(b + i)).store(o + i);
+        }
       }
-      if (i < end) {
-        const int64_t rest = end - i;
-        (Vec::loadu(a + i, rest) + Vec::loadu(b + i, rest)).store(o + i, rest);
+      // The rest, or everything in a portable build: there Vectorized is a generic array with scalar
+      // loops (see cpu/vectorized.h), and a plain loop is better left to the compiler's vectorizer.
+      for (; i < end; ++i) {
+        o[i] = static_cast<scalar_t>(static_cast<opmath_t>(a[i]) + static_cast<opmath_t>(b[i]));
       }
     });
     return;

@@ -85,11 +85,13 @@ inline void micro_kernel_plain(const acc_t* a_panel, const acc_t* b_panel, int64
 // BEGIN blocking
 // Block sizes, in elements. Two vectors per tile row and six rows keep 12 accumulators, two b vectors
 // and one broadcast value in registers. A packed b panel (kKc x kNr) should stay in L1 while the a panels
-// of a block (kMc x kKc) stream from L2.
+// of a block (kMc x kKc) stream from L2. A portable build, whose 16 SSE registers hold only 64 floats,
+// gets the 4 x 8 tile that the compiler's vectorizer can keep in them.
 template <typename acc_t>
 struct Blocking {
-  static constexpr int64_t kMr = 6;
-  static constexpr int64_t kNr = 2 * at::vec::Vectorized<acc_t>::size();
+  static constexpr bool kNativeVectors = at::vec::is_vec_specialized_for_v<acc_t>;
+  static constexpr int64_t kMr = kNativeVectors ? 6 : 4;
+  static constexpr int64_t kNr = kNativeVectors ? 2 * at::vec::Vectorized<acc_t>::size() : 8;
   static constexpr int64_t kKc = 256;
   static constexpr int64_t kMc = 96;  // a multiple of kMr
 };
@@ -149,6 +151,9 @@ void mymatmul_blocked(const at::Tensor& self, const at::Tensor& other, at::Tenso
   using acc_t = at::opmath_type<scalar_t>;  // float for half, bfloat16 and float; double for double
   using B = Blocking<acc_t>;
   constexpr int64_t kMr = B::kMr, kNr = B::kNr;
+  // A portable build has only the generic Vectorized, an array with scalar loops (see cpu/vectorized.h):
+  // the plain micro-kernel, which the compiler vectorizes itself, is much faster there.
+  constexpr bool kUseVec = kVectorized && B::kNativeVectors;
   const int64_t n = self.size(0), k = self.size(1), m = other.size(1);
   const scalar_t* a = self.const_data_ptr<scalar_t>();
   const scalar_t* b = other.const_data_ptr<scalar_t>();
@@ -202,7 +207,7 @@ void mymatmul_blocked(const at::Tensor& self, const at::Tensor& other, at::Tenso
             if (!full && accumulate) {
               for (int64_t r = 0; r < tile_rows; ++r) std::copy(tile + r * m, tile + r * m + cols, edge + r * kNr);
             }
-            if constexpr (kVectorized) {
+            if constexpr (kUseVec) {
               micro_kernel_vectorized<acc_t, kMr, kNr>(a_packed + i * depth, b_panel, depth, target, ld, accumulate);
             } else {
               micro_kernel_plain<acc_t, kMr, kNr>(a_packed + i * depth, b_panel, depth, target, ld, accumulate);
