@@ -44,10 +44,15 @@ void myadd_kernel_impl(const at::Tensor& self, const at::Tensor& other, const at
     at::parallel_for(0, out.numel(), kGrainSize, [a, b, o](int64_t begin, int64_t end) {
       int64_t i = begin;
       if constexpr (at::vec::is_vec_specialized_for_v<scalar_t>) {
-        // Whole vectors; Vectorized<Half> and <BFloat16> add in float inside.
+        // Two whole vectors per step, as in ATen's vectorized loops: fewer loop branches and two
+        // independent adds in flight. Vectorized<Half> and <BFloat16> add in float inside.
         using Vec = at::vec::Vectorized<scalar_t>;
-        for (; i + Vec::size() <= end; i += Vec::size()) {
-          (Vec::loadu(a + i) + Vec::loadu(b + i)).store(o + i);
+        constexpr int64_t kStep = 2 * Vec::size();
+        for (; i + kStep <= end; i += kStep) {
+          const Vec a0 = Vec::loadu(a + i), a1 = Vec::loadu(a + i + Vec::size());
+          const Vec b0 = Vec::loadu(b + i), b1 = Vec::loadu(b + i + Vec::size());
+          (a0 + b0).store(o + i);
+          (a1 + b1).store(o + i + Vec::size());
         }
       }
       // The rest, or everything in a portable build: there Vectorized is a generic array with scalar
