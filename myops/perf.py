@@ -41,6 +41,9 @@ def environment() -> dict:
         "cpu": cpu_model or platform.processor() or platform.machine(),
         "simd": [flag for flag in SIMD_FLAGS if flag in flags],
         "threads": torch.get_num_threads(),
+        "cpus": os.cpu_count(),
+        # runnable processes, averaged over the last minute: above the CPU count, threads wait for cores
+        "load_average": round(os.getloadavg()[0], 1),
         "torch": torch.__version__,
         "aten_cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "cxx_flags": list(build.CXX_FLAGS),
@@ -53,7 +56,8 @@ def describe(env: dict) -> str:
     widest = [flag for flag in env["simd"] if flag in ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_tile",
                                                         "asimd", "sve")]
     return (f"{env['cpu']} ({' '.join(widest) or 'no vector flags'}), {env['threads']} threads, "
-            f"torch {env['torch']} (ATen {env['aten_cpu_capability']}), {' '.join(env['cxx_flags'])}")
+            f"load {env['load_average']} on {env['cpus']} CPUs, torch {env['torch']} "
+            f"(ATen {env['aten_cpu_capability']}), {' '.join(env['cxx_flags'])}")
 
 
 def _title(ax, title: str, env: dict | None) -> None:
