@@ -5,6 +5,7 @@
 // the value it had when traced (which would recompile for every new shape).
 #pragma once
 
+#include <ATen/MemoryOverlap.h>
 #include <ATen/core/Tensor.h>
 #include <c10/util/Exception.h>
 
@@ -38,6 +39,19 @@ inline void check_myadd_inputs(const at::Tensor& self, const at::Tensor& other, 
   check_binary_inputs(op, self, other);
 }
 // END check_myadd_inputs
+
+// BEGIN check_myadd_inplace_inputs
+// The in-place forms (myadd_, myadd_inplace) write `self`. Writing through a tensor whose elements share
+// memory (expanded), or reading from one that partially overlaps what is written, would make the result
+// depend on the order of the loop.
+inline void check_myadd_inplace_inputs(const at::Tensor& self, const at::Tensor& other, const char* op) {
+  check_myadd_inputs(self, other, op);
+  TORCH_CHECK(at::has_internal_overlap(self) != at::MemOverlap::Yes, op,
+              ": self has elements that share memory (e.g. it was expanded); write into self.clone() instead");
+  TORCH_CHECK(at::get_overlap_status(self, other) != at::MemOverlapStatus::Partial, op,
+              ": self and other partially overlap in memory; pass other.clone()");
+}
+// END check_myadd_inplace_inputs
 
 // BEGIN check_mymatmul_inputs
 inline void check_mymatmul_inputs(const at::Tensor& self, const at::Tensor& other) {

@@ -5,7 +5,7 @@ import torch
 import myops
 from myops import dispatch
 from myops.build import _BUILDER
-from conftest import sample_inputs
+from helpers import sample_inputs
 
 FLOAT_DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
 LAYOUTS = [name for name, _, _ in sample_inputs(torch.float32)]

@@ -15,18 +15,14 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/Dispatch.h>
 #include <ATen/EmptyTensor.h>
-#include <ATen/MemoryOverlap.h>
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
 #include "checks.h"
+#include "cpu/parallel.h"
 
 namespace {
-
-// Below this many elements a thread costs more than it saves: ATen's own elementwise kernels use the
-// same threshold (at::internal::GRAIN_SIZE).
-constexpr int64_t kGrainSize = 32768;
 
 // BEGIN kernel
 // out = self + other elementwise; `out` may be `self` (in place) and may have any strides.
@@ -41,7 +37,7 @@ void myadd_kernel_impl(const at::Tensor& self, const at::Tensor& other, const at
   if (self.is_contiguous() && other.is_contiguous() && out.is_contiguous()) {
     // Fast path, split across threads. The pointers are captured by value: a vector store may alias
     // anything, so through a reference the compiler would reload every pointer after every store.
-    at::parallel_for(0, out.numel(), kGrainSize, [a, b, o](int64_t begin, int64_t end) {
+    at::parallel_for(0, out.numel(), myops::kGrainSize, [a, b, o](int64_t begin, int64_t end) {
       int64_t i = begin;
       if constexpr (at::vec::is_vec_specialized_for_v<scalar_t>) {
         // Two whole vectors per step, as in ATen's vectorized loops: fewer loop branches and two
@@ -76,7 +72,7 @@ void myadd_kernel_impl(const at::Tensor& self, const at::Tensor& other, const at
   const int64_t step_b = sb[ndim - 1];
   const int64_t step_o = so[ndim - 1];
   const int64_t rows = out.numel() / row_len;
-  const int64_t rows_per_task = std::max<int64_t>(1, kGrainSize / row_len);
+  const int64_t rows_per_task = std::max<int64_t>(1, myops::kGrainSize / row_len);
   at::parallel_for(0, rows, rows_per_task, [&](int64_t begin, int64_t end) {
     for (int64_t row = begin; row < end; ++row) {
       int64_t offset_a = 0, offset_b = 0, offset_o = 0, rest = row;
@@ -118,13 +114,7 @@ at::Tensor myadd_cpu(const at::Tensor& self, const at::Tensor& other) {
 
 // BEGIN inplace
 at::Tensor& add_into_self(const char* op, at::Tensor& self, const at::Tensor& other) {
-  myops::check_myadd_inputs(self, other, op);
-  // Writing through a tensor whose elements share memory (expanded), or reading from one that
-  // partially overlaps what is written, would depend on the order of the loop.
-  TORCH_CHECK(at::has_internal_overlap(self) != at::MemOverlap::Yes, op,
-              ": self has elements that share memory (e.g. it was expanded); write into self.clone() instead");
-  TORCH_CHECK(at::get_overlap_status(self, other) != at::MemOverlapStatus::Partial, op,
-              ": self and other partially overlap in memory; pass other.clone()");
+  myops::check_myadd_inplace_inputs(self, other, op);
   run_myadd(self, other, self);
   return self;
 }

@@ -10,7 +10,6 @@
 #define TORCH_ASSERT_ONLY_METHOD_OPERATORS
 #include <ATen/core/Tensor.h>
 #include <ATen/Dispatch.h>
-#include <ATen/MemoryOverlap.h>
 #include <ATen/OpMathType.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/ops/empty.h>
@@ -160,13 +159,9 @@ at::Tensor myadd_cuda(const at::Tensor& self, const at::Tensor& other) {
 // END entry
 
 // BEGIN inplace
-// The same checks as the CPU layer's in-place kernels (csrc/cpu/myadd.cpp), with the same messages.
+// The same checks as the CPU layer's in-place kernels (checks.h), with the same messages.
 at::Tensor& add_into_self(const char* op, at::Tensor& self, const at::Tensor& other) {
-  myops::check_myadd_inputs(self, other, op);
-  TORCH_CHECK(at::has_internal_overlap(self) != at::MemOverlap::Yes, op,
-              ": self has elements that share memory (e.g. it was expanded); write into self.clone() instead");
-  TORCH_CHECK(at::get_overlap_status(self, other) != at::MemOverlapStatus::Partial, op,
-              ": self and other partially overlap in memory; pass other.clone()");
+  myops::check_myadd_inplace_inputs(self, other, op);
   const c10::cuda::CUDAGuard device_guard(self.device());
   run_myadd(self, other, self);
   return self;
