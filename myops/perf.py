@@ -5,9 +5,9 @@ Timings use torch.utils.benchmark with the process's thread count (its default i
 """
 from __future__ import annotations
 
+import json
 import os
 import platform
-import re
 import shutil
 import subprocess
 import sys
@@ -159,11 +159,13 @@ def call_overhead(elements=16, min_run_time=0.5) -> dict:
 
 # -- build times -------------------------------------------------------------------------------------
 def _cold_build_seconds(csrc: Path, layer: str, prefix: str) -> float:
-    """Build `layer` of `csrc` into a fresh directory, in a fresh process; the helper's own timing line."""
+    """Build `layer` of `csrc` into a fresh directory, in a fresh process; the helper's own timing."""
     with tempfile.TemporaryDirectory(dir=REPO_ROOT / "build") as build_dir:
-        result = subprocess.run([sys.executable, "-m", "myops.build", "--csrc", str(csrc), "--build", build_dir,
-                                 "--prefix", prefix, layer], capture_output=True, text=True, check=True)
-    return float(re.search(r"built layer \S+ in ([0-9.]+) s", result.stdout).group(1))
+        result = subprocess.run([sys.executable, "-m", "myops.build", "--json", "--csrc", str(csrc), "--build",
+                                 build_dir, "--prefix", prefix, layer], capture_output=True, text=True, check=True,
+                                timeout=1800)
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    return next(row["seconds"] for row in rows if row["layer"] == layer)  # the layers it needs come first
 
 
 def _with_extension_header(source: str) -> str:
