@@ -95,7 +95,7 @@ def _cpp_extension():
     return cpp_extension
 
 
-def _relative(path: Path) -> str:
+def relative_path(path: Path) -> str:
     """A path as printed to users: relative to the repository, never a machine-specific one."""
     try:
         return str(path.resolve().relative_to(REPO_ROOT))
@@ -224,7 +224,7 @@ class Builder:
         try:
             out_dir.mkdir(parents=True, exist_ok=True)
         except OSError as error:
-            raise LayerBuildError(f"myops: cannot create the build directory {_relative(out_dir)} for layer "
+            raise LayerBuildError(f"myops: cannot create the build directory {relative_path(out_dir)} for layer "
                                   f"{layer!r} ({error.strerror}); make it a writable folder, or remove it "
                                   "(make clean)") from None
         library = self.library_path(layer)
@@ -263,7 +263,7 @@ class Builder:
             log.write_text(str(error))
             raise LayerBuildError(
                 f"myops: layer {layer!r} failed to compile. First error:\n"
-                f"{_first_compiler_error(str(error))}\n(full log: {_relative(log)})") from None
+                f"{_first_compiler_error(str(error))}\n(full log: {relative_path(log)})") from None
 
     @contextlib.contextmanager
     def _exclusive(self, layer: str, out_dir: Path):

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from myops.build import REPO_ROOT
+from myops.build import REPO_ROOT, relative_path
 
 EXERCISES_DIR = REPO_ROOT / "exercises"
 SOLUTIONS_DIR = REPO_ROOT / "solutions"
@@ -199,13 +199,6 @@ class _Context:
         return module
 
 
-def _display_root(root: Path) -> str:
-    try:
-        return str(root.resolve().relative_to(REPO_ROOT))
-    except ValueError:
-        return root.name
-
-
 def _one_line(error: BaseException) -> str:
     text = str(error).strip()
     for line in text.splitlines():
@@ -269,7 +262,7 @@ def _build_and_load(root: Path, build_dir: Path, layer: str) -> None:
 
 def _run_child(number: str, root: Path, build_dir: Path) -> Verdict:
     exercise = _EXERCISES[number]
-    display = _display_root(root)
+    display = relative_path(root)
     context = _Context(root / exercise.folder, f"{display}/{exercise.folder}")
     if not context.folder.is_dir():
         return Verdict(exercise.folder, "unsolved", f"not solved yet: {context.display}/ does not exist")
