@@ -99,7 +99,13 @@ def run_all_cells_in_the_browser(lab, name: str, screenshot: Path, timeout: floa
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.goto(lab.url(f"lab/tree/{name}"))
-            page.wait_for_selector(".jp-StatusBar-Widget:has-text('Idle')", timeout=120_000)  # kernel started
+            # The notebook's kernel started and idle, seen by the server and by the page: before that the status
+            # bar can read "No Kernel", and Run All would open a kernel picker instead of running.
+            deadline = time.monotonic() + 120
+            while [s["kernel"]["execution_state"] for s in lab.api("sessions") if s["path"] == name] != ["idle"]:
+                assert time.monotonic() < deadline, f"{name}: no idle kernel within 120 s"
+                time.sleep(0.5)
+            page.wait_for_selector(".jp-StatusBar-Widget:has-text('Python 3 (ipykernel) | Idle')", timeout=120_000)
             page.click("div.lm-MenuBar-itemLabel:text-is('Run')")
             page.click("li.lm-Menu-item:has-text('Run All Cells')")
             deadline = time.monotonic() + timeout
