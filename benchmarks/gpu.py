@@ -34,12 +34,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 EXIT_OK, EXIT_TESTS_FAILED, EXIT_NO_GPU, EXIT_NO_CUDA_LAYER = 0, 1, 3, 4
 NO_GPU_MESSAGE = "no CUDA GPU: nothing measured"
 
-# Every test that executes a CUDA kernel: the CUDA layer's own file, and the CUDA cases of other files.
-CUDA_TESTS = (
-    "tests/test_cuda.py",
-    "tests/test_autocast.py::test_cuda_autocast_uses_float16",
-    "tests/test_python_library.py::test_cuda_values_opcheck_and_autocast",
-)
+# Every test that executes a CUDA kernel carries the `cuda` marker (tests/helpers.py).
+CUDA_TESTS = ("-m", "cuda", "tests")
 DTYPES = ("float16", "bfloat16", "float32", "float64")
 
 

@@ -2,7 +2,7 @@
 
 Every builder takes the device and creates its tensors *there*: a layout made on the CPU and moved with
 `.to(device)` or `.cuda()` arrives dense (a slice with gaps, an expanded or a permuted tensor all come
-out contiguous), so it would never reach a device kernel's strided path. `tests/test_cuda.py` proves,
+out contiguous), so it would never reach a device kernel's strided path. `tests/test_helpers.py` proves,
 on the devices of the machine, that each layout is what its name claims.
 
 Values are seeded per device, so a case is the same tensor every time it is built on one device.
@@ -14,9 +14,48 @@ import os
 import subprocess
 from collections.abc import Iterator
 
+import pytest
 import torch
 
+from myops import toolchain
+
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+DTYPE_IDS = [str(dtype).removeprefix("torch.") for dtype in FLOAT_DTYPES]
+
+# -- where a test can run -----------------------------------------------------------------------------------------
+# Every test that executes CUDA carries the `cuda` marker: `pytest -m cuda tests` is the GPU run
+# (`python -m benchmarks.gpu`), and elsewhere such a test is reported as skipped with the reason.
+NO_GPU = "no CUDA GPU on this machine"
+GPU = (pytest.mark.cuda, pytest.mark.skipif(not torch.cuda.is_available(), reason=NO_GPU))
+needs_cuda_toolchain = pytest.mark.skipif(toolchain.cuda_skip_reason() is not None,
+                                          reason=str(toolchain.cuda_skip_reason()))
+
+# The devices an operator's kernels are tested on: the CPU everywhere, the GPU where there is one, and meta
+# for the shape-only kernels.
+DEVICES = [pytest.param("cpu"), pytest.param("cuda", marks=GPU)]
+DEVICES_AND_META = [*DEVICES, pytest.param("meta")]
+
+
+def _with_marks(*marks):
+    def decorate(test):
+        for mark in marks:
+            test = mark(test)
+        return test
+    return decorate
+
+
+needs_gpu = _with_marks(*GPU)
+needs_two_gpus = _with_marks(pytest.mark.cuda,
+                             pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA GPUs"))
+
+
+def needs_gpu_memory(gib: float):
+    """Large-input tests: run only on a GPU with `gib` GiB free."""
+    if not torch.cuda.is_available():
+        return needs_gpu
+    free_gib = torch.cuda.mem_get_info()[0] / 2**30
+    return _with_marks(pytest.mark.cuda, pytest.mark.skipif(free_gib < gib, reason=f"needs {gib} GiB of free GPU memory"))
+
 
 # rtol, atol of a matrix product or a normalization against a float64 reference rounded to the dtype:
 # a few units in the last place of the dtype.
@@ -72,6 +111,7 @@ def layouts(dtype: torch.dtype, device: str | torch.device) -> Iterator[tuple[st
     # Dimensions in reverse memory order against the contiguous output: no two of them can be merged.
     yield "permuted_12d", randn(*[2] * 11, 3).permute(*reversed(range(12))), randn(3, *[2] * 11)
     yield "permuted_20d", randn(*[2] * 19, 3).permute(*reversed(range(20))), randn(3, *[2] * 19)
+    yield "large", randn(300_000), randn(300_000)  # above the CPU grain size: split across threads
     yield "0-dim", randn(), randn()
     yield "empty", randn(0, 129), randn(0, 129)
 

@@ -3,6 +3,7 @@ import pytest
 import torch
 
 import myops
+from helpers import needs_gpu
 from myops import dispatch
 
 
@@ -78,7 +79,7 @@ def test_old_autocast_key_never_sees_cpu(with_mistakes):
     assert table["AutocastCUDA"] == "kernel" and table["AutocastCPU"] == "fallthrough"
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU on this machine")
+@needs_gpu
 def test_cuda_autocast_uses_float16(layers):
     x, w = torch.randn(8, 16, device="cuda"), torch.randn(16, 4, device="cuda")
     with torch.autocast("cuda"):

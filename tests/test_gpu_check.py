@@ -81,7 +81,7 @@ def test_dry_run_prints_the_plan_and_asks_nothing_of_the_backend(tmp_path, capsy
     backend = FakeBackend()
     assert gpu.main(["--dry-run", "--out", str(tmp_path)], backend=backend) == gpu.EXIT_OK
     printed = capsys.readouterr().out
-    assert "tests/test_cuda.py" in printed and "mymatmul vs torch.matmul: float16, bfloat16, float32, float64" in printed
+    assert "-m cuda tests" in printed and "mymatmul vs torch.matmul: float16, bfloat16, float32, float64" in printed
     assert backend.calls == [] and not list(tmp_path.iterdir())
 
 
@@ -157,31 +157,39 @@ def test_junit_counts(tmp_path):
 CUDA_TENSOR = re.compile(r"""device=["']cuda|\.cuda\(\)|\.to\(["']cuda""")
 
 
+# A decorator that runs a test on a GPU: needs_gpu, needs_two_gpus, needs_gpu_memory(...), or a parametrization
+# over DEVICES / DEVICES_AND_META (tests/helpers.py).
+GPU_DECORATOR = re.compile(r"needs_gpu|needs_two_gpus|\bDEVICES")
+
+
 def _uses_cuda(node: ast.FunctionDef, source: str) -> bool:
     return CUDA_TENSOR.search(ast.get_source_segment(source, node) or "") is not None
 
 
-def test_the_planned_tests_cover_every_test_that_touches_cuda():
-    """The test functions outside test_cuda.py that put a tensor on a CUDA device are exactly the planned ones."""
-    found = set()
+def _collected(*args: str) -> list[str]:
+    result = subprocess.run([sys.executable, "-m", "pytest", "-n", "0", "--collect-only", "-q", *args],
+                            cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    return [line for line in result.stdout.splitlines() if "::" in line]
+
+
+def test_the_gpu_run_collects_every_test_that_touches_cuda():
+    """Every test function that puts a tensor on a CUDA device (or is parametrized over devices) is collected by
+    the GPU run's `-m cuda`, and the run holds nothing else: each of its tests asks for CUDA."""
+    touching = set()
     for path in sorted((REPO_ROOT / "tests").glob("test_*.py")):
-        if path.name in ("test_cuda.py", "test_gpu_check.py"):
+        if path.name == "test_gpu_check.py":
             continue
         source = path.read_text()
         for node in ast.parse(source).body:
-            if isinstance(node, ast.FunctionDef) and node.name.startswith("test_") and _uses_cuda(node, source):
-                found.add(f"tests/{path.name}::{node.name}")
-    assert found == set(gpu.CUDA_TESTS[1:]), "benchmarks.gpu.CUDA_TESTS must list exactly these: " + str(sorted(found))
-
-
-def test_the_planned_tests_are_collected():
-    result = subprocess.run([sys.executable, "-m", "pytest", "-n", "0", "--collect-only", "-q", *gpu.CUDA_TESTS],
-                            cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
-    collected = result.stdout
-    for node in gpu.CUDA_TESTS[1:]:
-        assert node in collected
-    assert collected.count("tests/test_cuda.py::") > 300
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("test_") and (
+                    _uses_cuda(node, source) or any(GPU_DECORATOR.search(ast.get_source_segment(source, d) or "")
+                                                    for d in node.decorator_list)):
+                touching.add(f"tests/{path.name}::{node.name}")
+    planned = _collected(*gpu.CUDA_TESTS)
+    assert touching == {node.split("[")[0] for node in planned}
+    assert len(planned) > 500
+    assert not [node for node in planned if re.search(r"[\[-](cpu|meta)[\]-]", node)]  # only the CUDA cases
 
 
 def test_measurement_code_runs_on_cpu_with_a_stand_in_timer(layers, tmp_path):

@@ -1,79 +1,163 @@
-"""myops::myadd on CPU against ATen: values, dtypes, layouts, errors, registration."""
+"""The myadd family (myadd, myadd_, myadd_inplace) on every device: values against ATen over every memory
+layout, the in-place contract, bad inputs, and which kernel each key runs.
+
+Inputs are built on the device under test by tests/helpers.py, so strided layouts reach strided kernels.
+"""
 import pytest
 import torch
 
 import myops
-from myops import dispatch
-from myops.build import _BUILDER
-from helpers import sample_inputs
+from myops import build, dispatch
+from helpers import (DEVICES, DEVICES_AND_META, DTYPE_IDS, FLOAT_DTYPES, Randn, layout, layout_names,
+                     needs_cuda_toolchain, needs_gpu, needs_gpu_memory, storage_tensor)
 
-FLOAT_DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
-LAYOUTS = [name for name, _, _ in sample_inputs(torch.float32)]
+IN_PLACE_OPS = ["myadd_", "myadd_inplace"]
+# In place, self must be writable element by element: not the expanded layout (refused, tested below).
+IN_PLACE_LAYOUTS = [name for name in layout_names() if name != "expanded"]
 
 
-@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
-@pytest.mark.parametrize("layout", LAYOUTS)
-def test_matches_aten(layers, dtype, layout):
-    _, x, y = next(case for case in sample_inputs(dtype) if case[0] == layout)
-    result = myops.myadd(x, y)
-    expected = torch.add(x, y)
-    assert result.dtype == expected.dtype and result.shape == expected.shape
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("name", layout_names())
+def test_matches_aten(layers, name, dtype, device):
+    a, b = layout(name, dtype, device)
+    result = myops.myadd(a, b)
+    assert result.device == a.device and result.dtype == dtype and result.shape == a.shape
     assert result.is_contiguous()
-    # Same rounding as ATen (half types accumulate in float): bit-identical, not merely close.
-    torch.testing.assert_close(result, expected, rtol=0, atol=0)
+    # Same rounding as ATen (half types add in float): bit-identical, not merely close.
+    torch.testing.assert_close(result, torch.add(a, b), rtol=0, atol=0)
 
 
 # The contiguous path runs whole vectors, then one partial vector: lengths around every vector width
-# (8 to 64 elements, by dtype and CPU), and around the grain size where a second thread starts.
-@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+# (8 to 64 elements, by dtype and CPU), and around the grain size where a second CPU thread starts.
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=DTYPE_IDS)
 @pytest.mark.parametrize("n", [1, 7, 8, 9, 15, 16, 17, 31, 33, 63, 65, 32767, 32768, 65537])
-def test_vector_remainders_match_aten(layers, dtype, n):
-    g = torch.Generator().manual_seed(n)
-    x, y = (torch.randn(n, generator=g, dtype=dtype) for _ in range(2))
-    torch.testing.assert_close(myops.myadd(x, y), torch.add(x, y), rtol=0, atol=0)
-    inplace = x.clone()
-    torch.ops.myops.myadd_(inplace, y)
-    torch.testing.assert_close(inplace, torch.add(x, y), rtol=0, atol=0)
+def test_vector_remainders_match_aten(layers, n, dtype, device):
+    randn = Randn(dtype, device, seed=n)
+    a, b = randn(n), randn(n)
+    expected = torch.add(a, b)
+    torch.testing.assert_close(myops.myadd(a, b), expected, rtol=0, atol=0)
+    torch.ops.myops.myadd_(a, b)
+    torch.testing.assert_close(a, expected, rtol=0, atol=0)
 
 
-def test_inputs_are_not_modified(layers):
-    x, y = torch.randn(64), torch.randn(64)
-    x_copy, y_copy = x.clone(), y.clone()
-    myops.myadd(x, y)
-    assert torch.equal(x, x_copy) and torch.equal(y, y_copy)
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("op", IN_PLACE_OPS)
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("name", IN_PLACE_LAYOUTS)
+def test_in_place_matches_aten_and_writes_only_self(layers, name, dtype, op, device):
+    a, b = layout(name, dtype, device)
+    expected = torch.add(a, b)
+    storage = storage_tensor(a)
+    expected_storage = storage.clone()
+    expected_storage.as_strided(a.shape, a.stride(), a.storage_offset()).copy_(expected)
+    returned = getattr(torch.ops.myops, op)(a, b)
+    assert returned is a if op == "myadd_" else returned is None
+    torch.testing.assert_close(a, expected, rtol=0, atol=0)
+    torch.testing.assert_close(storage, expected_storage, rtol=0, atol=0)  # gaps and neighbours untouched
 
 
-@pytest.mark.parametrize("x, y, message", [
-    (torch.ones(2, 3), torch.ones(3),
-     "myops::myadd: expected tensors of the same shape, got [2, 3] and [3]; "
-     "broadcast them first, e.g. with torch.broadcast_tensors"),
-    (torch.ones(2), torch.ones(2, dtype=torch.float64),
-     "myops::myadd: expected tensors of the same dtype, got Float and Double; convert one with .to(dtype)"),
-    (torch.ones(2, dtype=torch.int32), torch.ones(2, dtype=torch.int32),
-     "myops::myadd: unsupported dtype Int; supported are float16, bfloat16, float32 and float64, "
-     "convert with .float()"),
-    (torch.ones(2, dtype=torch.bool), torch.ones(2, dtype=torch.bool),
-     "myops::myadd: unsupported dtype Bool; supported are float16, bfloat16, float32 and float64, "
-     "convert with .float()"),
-    (torch.ones(2, dtype=torch.complex64), torch.ones(2, dtype=torch.complex64),
-     "myops::myadd: unsupported dtype ComplexFloat; supported are float16, bfloat16, float32 and float64, "
-     "convert with .float()"),
-])
-def test_bad_input_message(layers, x, y, message):
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("op", IN_PLACE_OPS)
+def test_in_place_refuses_overlapping_self(layers, op, device):
+    expanded, other = layout("expanded", torch.float32, device)
     with pytest.raises(RuntimeError) as error:
-        myops.myadd(x, y)
-    assert str(error.value).splitlines()[0] == message
+        getattr(torch.ops.myops, op)(expanded, other)
+    assert str(error.value).splitlines()[0] == (
+        f"myops::{op}: self has elements that share memory (e.g. it was expanded); write into self.clone() instead")
+    base = torch.zeros(10, device=device)
+    with pytest.raises(RuntimeError) as error:
+        getattr(torch.ops.myops, op)(base[:8], base[2:])
+    assert str(error.value).splitlines()[0] == (
+        f"myops::{op}: self and other partially overlap in memory; pass other.clone()")
 
 
-def test_registered_kernels(layers):
-    table = {entry.key: entry for entry in dispatch.dispatch_table("myops::myadd")}
-    assert table["CPU"].kind == "kernel" and table["CPU"].source == "csrc/cpu/myadd.cpp"
-    assert table["Meta"].kind == "kernel" and table["Meta"].source == "csrc/meta/myadd.cpp"
+@pytest.mark.parametrize("device", DEVICES)
+def test_inputs_are_not_modified(layers, device):
+    randn = Randn(torch.float32, device)
+    a, b = randn(64), randn(64)
+    a_copy, b_copy = a.clone(), b.clone()
+    myops.myadd(a, b)
+    assert torch.equal(a, a_copy) and torch.equal(b, b_copy)
+
+
+def test_meta_kernels_give_shape_dtype_and_aliasing(layers):
+    x = torch.empty(2, 3, device="meta", dtype=torch.bfloat16)
+    y = torch.empty(2, 3, device="meta", dtype=torch.bfloat16)
+    result = myops.myadd(x, y)
+    assert result.device.type == "meta" and result.shape == (2, 3) and result.dtype == torch.bfloat16
+    assert myops.myadd_(x, y) is x
+    assert myops.myadd_inplace(x, y) is None
+
+
+BAD_INPUTS = [  # (first, second, message); the tensors' device is the test's
+    (dict(size=(2, 3)), dict(size=(3,)),
+     "myops::{op}: expected tensors of the same shape, got [2, 3] and [3]; "
+     "broadcast them first, e.g. with torch.broadcast_tensors"),
+    (dict(size=(2,)), dict(size=(2,), dtype=torch.float64),
+     "myops::{op}: expected tensors of the same dtype, got Float and Double; convert one with .to(dtype)"),
+    (dict(size=(2,), dtype=torch.int32), dict(size=(2,), dtype=torch.int32),
+     "myops::{op}: unsupported dtype Int; supported are float16, bfloat16, float32 and float64, "
+     "convert with .float()"),
+    (dict(size=(2,), dtype=torch.bool), dict(size=(2,), dtype=torch.bool),
+     "myops::{op}: unsupported dtype Bool; supported are float16, bfloat16, float32 and float64, "
+     "convert with .float()"),
+    (dict(size=(2,), dtype=torch.complex64), dict(size=(2,), dtype=torch.complex64),
+     "myops::{op}: unsupported dtype ComplexFloat; supported are float16, bfloat16, float32 and float64, "
+     "convert with .float()"),
+]
+
+
+@pytest.mark.parametrize("device", DEVICES_AND_META)
+@pytest.mark.parametrize("op", ["myadd", *IN_PLACE_OPS])
+@pytest.mark.parametrize("first, second, message", BAD_INPUTS, ids=["shape", "dtypes", "int", "bool", "complex"])
+def test_bad_input_message(layers, first, second, message, op, device):
+    a, b = torch.ones(**first, device=device), torch.ones(**second, device=device)
+    with pytest.raises(RuntimeError) as error:
+        getattr(torch.ops.myops, op)(a, b)
+    assert str(error.value).splitlines()[0] == message.format(op=op)
+
+
+@needs_gpu
+@pytest.mark.parametrize("op", ["myadd", *IN_PLACE_OPS])
+def test_mixed_devices_are_refused(layers, op):
+    with pytest.raises(RuntimeError) as error:
+        getattr(torch.ops.myops, op)(torch.ones(4, device="cuda"), torch.ones(4))
+    assert str(error.value).splitlines()[0] == (
+        f"myops::{op}: expected both tensors on the same device, got cuda:0 and cpu; move one with .to(device)")
+
+
+@needs_gpu_memory(24)
+def test_beyond_2_to_the_31_elements_on_the_gpu(layers):
+    n = 2**31 + 64
+    randn = Randn(torch.float16, "cuda")
+    a, b = randn(n), randn(n)
+    assert torch.equal(myops.myadd(a, b), a + b)  # the dense kernel
+    at, bt = a.view(2, n // 2).t(), b.view(2, n // 2).t()
+    assert torch.equal(myops.myadd(at, bt), at + bt)  # the strided kernel, 64-bit offsets
+    expected = a + b
+    torch.ops.myops.myadd_(a, b)
+    assert torch.equal(a, expected)
+
+
+@pytest.mark.parametrize("op", ["myadd", *IN_PLACE_OPS])
+def test_registered_kernels(layers, op):
+    table = {entry.key: entry for entry in dispatch.dispatch_table(f"myops::{op}")}
+    assert (table["CPU"].kind, table["CPU"].source) == ("kernel", "csrc/cpu/myadd.cpp")
+    assert (table["Meta"].kind, table["Meta"].source) == ("kernel", "csrc/meta/myadd.cpp")
     assert table["AutocastCPU"].kind == "fallthrough"  # no autocast rule: see test_autocast.py
+
+
+@needs_cuda_toolchain
+@pytest.mark.parametrize("op", ["myadd", *IN_PLACE_OPS])
+def test_registered_cuda_kernel(layers, op):
+    assert "cuda" in layers
+    table = {entry.key: entry for entry in dispatch.dispatch_table(f"myops::{op}")}
+    assert (table["CUDA"].kind, table["CUDA"].source) == ("kernel", "csrc/cuda/myadd.cu")
 
 
 def test_cpu_layer_is_built_with_openmp(layers):
     # at::parallel_for is inlined into the layer: without -fopenmp it has no parallel region and
     # silently runs on one thread. A parallel region compiles to a call of GOMP_parallel.
-    library = _BUILDER.library_path("cpu").read_bytes()
-    assert b"GOMP_parallel" in library
+    assert b"GOMP_parallel" in build.load_layer("cpu").library.read_bytes()

@@ -1,46 +1,26 @@
-"""myops::mymatmul on CPU against ATen: values over dtypes and strides, bad inputs, registration."""
+"""myops::mymatmul on every device: values over dtypes, strides and sizes around the kernel's blocking,
+reproducibility, bad inputs, and which kernel each key runs."""
 import pytest
 import torch
 
 import myops
 from myops import dispatch
+from helpers import (DEVICES, DEVICES_AND_META, DTYPE_IDS, FLOAT_DTYPES, TOLERANCES, Randn, matmul_layouts,
+                     needs_cuda_toolchain, needs_gpu, needs_gpu_memory)
 
-# (rtol, atol) against a float64 reference: the output is rounded once from a float32 (float64)
-# accumulator, so errors stay within a few units in the last place of the output dtype.
-TOLERANCES = {
-    torch.float64: (1e-12, 1e-10),
-    torch.float32: (1e-5, 1e-4),
-    torch.bfloat16: (2 * 2**-8, 1e-4),
-    torch.float16: (2 * 2**-11, 1e-3),
-}
+MATMUL_LAYOUTS = [name for name, _, _ in matmul_layouts(torch.float32, "meta")]
 
 
-def matmul_cases(dtype, device="cpu"):
-    g = torch.Generator().manual_seed(0)
-
-    def randn(*shape):
-        return torch.randn(shape, generator=g, dtype=dtype).to(device)
-
-    yield "square", randn(64, 64), randn(64, 64)
-    yield "ragged", randn(67, 301), randn(301, 129)  # no dimension a multiple of any block
-    yield "transposed", randn(40, 30).t(), randn(50, 40).t()
-    yield "sliced", randn(50, 80)[::2, 1::2], randn(60, 33)[:40, 1:]
-    yield "expanded", randn(1, 20).expand(9, 20), randn(20, 1).expand(20, 7)
-    yield "vector-like", randn(1, 300), randn(300, 1)
-    yield "empty rows", randn(0, 5), randn(5, 3)
-    yield "empty inner", randn(4, 0), randn(0, 3)
-    yield "large", randn(300, 257), randn(257, 515)  # many row blocks: several threads
-
-
-@pytest.mark.parametrize("dtype", list(TOLERANCES), ids=str)
-@pytest.mark.parametrize("case", [name for name, _, _ in matmul_cases(torch.float32)])
-def test_matches_aten(layers, dtype, case):
-    _, x, y = next(c for c in matmul_cases(dtype) if c[0] == case)
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("name", MATMUL_LAYOUTS)
+def test_matches_aten(layers, name, dtype, device):
+    x, y = next((a, b) for case, a, b in matmul_layouts(dtype, device) if case == name)
     result = myops.mymatmul(x, y)
-    assert result.dtype == dtype and result.shape == (x.shape[0], y.shape[1]) and result.is_contiguous()
+    assert result.device == x.device and result.dtype == dtype and result.is_contiguous()
+    assert result.shape == (x.shape[0], y.shape[1])
     rtol, atol = TOLERANCES[dtype]
-    reference = (x.double() @ y.double()).to(dtype)
-    torch.testing.assert_close(result, reference, rtol=rtol, atol=atol)
+    torch.testing.assert_close(result, (x.double() @ y.double()).to(dtype), rtol=rtol, atol=atol)
     torch.testing.assert_close(result, torch.matmul(x, y), rtol=rtol, atol=atol)
 
 
@@ -50,17 +30,18 @@ EDGE_SIZES = [(1, 1, 1), (7, 17, 63), (17, 63, 7), (63, 65, 129), (65, 257, 17),
 LAYOUTS = {
     "contiguous": lambda t: t,
     "transposed": lambda t: t.t().contiguous().t(),  # same values, column-major strides
-    "sliced": lambda t: torch.empty(t.shape[0], 2 * t.shape[1], dtype=t.dtype)[:, ::2].copy_(t),  # column stride 2
+    "sliced": lambda t: t.new_empty(t.shape[0], 2 * t.shape[1])[:, ::2].copy_(t),  # column stride 2
 }
 
 
-@pytest.mark.parametrize("dtype", list(TOLERANCES), ids=str)
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES, ids=DTYPE_IDS)
 @pytest.mark.parametrize("size", EDGE_SIZES, ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("layout", list(LAYOUTS))
-def test_edges_and_layouts(layers, dtype, size, layout):
+def test_edges_and_layouts(layers, layout, size, dtype, device):
     n, k, m = size
-    g = torch.Generator().manual_seed(n * k * m)
-    x, y = torch.randn(n, k, generator=g, dtype=dtype), torch.randn(k, m, generator=g, dtype=dtype)
+    randn = Randn(dtype, device, seed=n * k * m)
+    x, y = randn(n, k), randn(k, m)
     rtol, atol = TOLERANCES[dtype]
     result = myops.mymatmul(LAYOUTS[layout](x), LAYOUTS[layout](y))
     torch.testing.assert_close(result, (x.double() @ y.double()).to(dtype), rtol=rtol, atol=atol)
@@ -72,7 +53,7 @@ def _product_bits(threads):
     torch.manual_seed(0)
     torch.set_num_threads(threads)
     return {str(dtype): myops.mymatmul(torch.randn(203, 517, dtype=dtype), torch.randn(517, 131, dtype=dtype))
-            for dtype in TOLERANCES}
+            for dtype in FLOAT_DTYPES}
 
 
 def test_bit_for_bit_across_runs_and_thread_counts(layers):
@@ -88,28 +69,76 @@ def test_bit_for_bit_across_runs_and_thread_counts(layers):
             assert torch.equal(product, runs[0][dtype]), dtype
 
 
-@pytest.mark.parametrize("x, y, message", [
-    (torch.ones(2, 3, 4), torch.ones(4, 5),
+BAD_INPUTS = [  # (self size, other size, dtype of other, message); the tensors' device is the test's
+    ((2, 3, 4), (4, 5), None,
      "myops::mymatmul: expected two 2-d tensors, got 3-d and 2-d; reshape them to matrices, "
      "or use torch.matmul for batched products"),
-    (torch.ones(3), torch.ones(3, 2),
+    ((3,), (3, 2), None,
      "myops::mymatmul: expected two 2-d tensors, got 1-d and 2-d; reshape them to matrices, "
      "or use torch.matmul for batched products"),
-    (torch.ones(2, 3), torch.ones(4, 5),
+    ((2, 3), (4, 5), None,
      "myops::mymatmul: inner dimensions differ: self is [2, 3] and other is [4, 5]; "
      "self.shape[1] must equal other.shape[0]"),
-    (torch.ones(2, 3), torch.ones(3, 2, dtype=torch.float64),
+    ((2, 3), (3, 2), torch.float64,
      "myops::mymatmul: expected tensors of the same dtype, got Float and Double; convert one with .to(dtype)"),
-    (torch.ones(2, 3, dtype=torch.int64), torch.ones(3, 2, dtype=torch.int64),
-     "myops::mymatmul: unsupported dtype Long; supported are float16, bfloat16, float32 and float64, "
-     "convert with .float()"),
-])
-def test_bad_input_message(layers, x, y, message):
+]
+
+
+@pytest.mark.parametrize("device", DEVICES_AND_META)
+@pytest.mark.parametrize("self_size, other_size, other_dtype, message", BAD_INPUTS,
+                         ids=["3-d", "1-d", "inner", "dtypes"])
+def test_bad_input_message(layers, self_size, other_size, other_dtype, message, device):
+    x = torch.ones(self_size, device=device)
+    y = torch.ones(other_size, device=device, dtype=other_dtype or torch.float32)
     with pytest.raises(RuntimeError) as error:
         myops.mymatmul(x, y)
     assert str(error.value).splitlines()[0] == message
 
 
-def test_registered_for_cpu(layers):
+@pytest.mark.parametrize("device", DEVICES)
+def test_unsupported_dtype_message(layers, device):
+    x = torch.ones(2, 3, dtype=torch.int64, device=device)
+    with pytest.raises(RuntimeError) as error:
+        myops.mymatmul(x, x.t())
+    assert str(error.value).splitlines()[0] == (
+        "myops::mymatmul: unsupported dtype Long; supported are float16, bfloat16, float32 and float64, "
+        "convert with .float()")
+
+
+@needs_gpu
+def test_mixed_devices_are_refused(layers):
+    with pytest.raises(RuntimeError) as error:
+        myops.mymatmul(torch.ones(4, 3, device="cuda"), torch.ones(3, 2))
+    assert str(error.value).splitlines()[0] == (
+        "myops::mymatmul: expected both tensors on the same device, got cuda:0 and cpu; move one with .to(device)")
+
+
+def test_meta_kernel_gives_the_shape(layers):
+    result = myops.mymatmul(torch.empty(5, 7, device="meta"), torch.empty(7, 2, device="meta"))
+    assert result.device.type == "meta" and result.shape == (5, 2) and result.dtype == torch.float32
+
+
+@needs_gpu_memory(1)
+@pytest.mark.parametrize("transposed", [False, True], ids=["row-major", "transposed"])
+def test_beyond_65535_row_tiles_on_the_gpu(layers, transposed):
+    rows = 65535 * 32 + 33  # the old kernel put row tiles on gridDim.y, which stops at 65535
+    randn = Randn(torch.float32, "cuda")
+    x = randn(3, rows).t() if transposed else randn(rows, 3)
+    y = randn(3, 5)
+    result = myops.mymatmul(x, y)
+    torch.testing.assert_close(result, (x.double() @ y.double()).float(), rtol=1e-5, atol=1e-4)
+    wide = myops.mymatmul(y.t(), x.t())  # as many columns: the tiles of one row of tiles
+    torch.testing.assert_close(wide, (y.t().double() @ x.t().double()).float(), rtol=1e-5, atol=1e-4)
+
+
+def test_registered_kernels(layers):
     table = {entry.key: entry for entry in dispatch.dispatch_table("myops::mymatmul")}
-    assert table["CPU"].source == "csrc/cpu/mymatmul.cpp"
+    assert (table["CPU"].kind, table["CPU"].source) == ("kernel", "csrc/cpu/mymatmul.cpp")
+    assert (table["Meta"].kind, table["Meta"].source) == ("kernel", "csrc/meta/mymatmul.cpp")
+
+
+@needs_cuda_toolchain
+def test_registered_cuda_kernel(layers):
+    assert "cuda" in layers
+    table = {entry.key: entry for entry in dispatch.dispatch_table("myops::mymatmul")}
+    assert (table["CUDA"].kind, table["CUDA"].source) == ("kernel", "csrc/cuda/mymatmul.cu")

@@ -6,7 +6,7 @@ from torch.library import opcheck
 import myops
 from myops.dispatch import CallCounter
 from myops import python_library as pyops
-from helpers import sample_inputs
+from helpers import needs_gpu, sample_inputs
 
 PY_MYADD, PY_MYMATMUL = torch.ops.pyops.myadd.default, torch.ops.pyops.mymatmul.default
 
@@ -227,7 +227,7 @@ def test_dynamic_shapes_compile_once():
     assert counter.frame_count == 1
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+@needs_gpu
 def test_cuda_values_opcheck_and_autocast():
     # The kernels are device-agnostic (CompositeExplicitAutograd): nothing CUDA-specific was written for them.
     a, b, m = randn(64, 32).cuda(), randn(64, 32).cuda(), randn(32, 8).cuda()

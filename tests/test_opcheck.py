@@ -1,4 +1,5 @@
-"""Each broken operator of csrc/mistakes/opcheck.cpp works eagerly and fails exactly the opcheck test it targets."""
+"""torch.library.opcheck on the course's operators: each passes, the missing derivative and aliasing outputs are
+seen, and each broken operator of csrc/mistakes/opcheck.cpp fails exactly the opcheck test it targets."""
 import warnings
 
 import pytest
@@ -7,6 +8,37 @@ import torch._functorch.config
 from torch.library import opcheck
 
 import myops
+
+
+def sample(*shapes, requires_grad=False):
+    return tuple(torch.randn(s, requires_grad=requires_grad) for s in shapes)
+
+
+@pytest.mark.parametrize("op, args", [
+    ("myadd", sample((3, 4), (3, 4))),
+    ("myadd", sample((3, 4), (3, 4), requires_grad=True)),
+    ("mymatmul", sample((3, 4), (4, 2))),
+    ("mymatmul", sample((3, 4), (4, 2), requires_grad=True)),
+    ("myrmsnorm", sample((3, 4), (4,))),
+    ("myadd_inplace", sample((3, 4), (3, 4))),
+], ids=lambda v: v if isinstance(v, str) else ("grad" if v[0].requires_grad else "nograd"))
+def test_opcheck_passes(layers, op, args):
+    opcheck(getattr(torch.ops.myops, op).default, args)
+
+
+def test_opcheck_sees_the_missing_derivative(layers):
+    results = opcheck(torch.ops.myops.myrmsnorm.default, sample((3, 4), (4,), requires_grad=True),
+                      raise_exception=False)
+    assert results["test_autograd_registration"] == "SUCCESS"  # the NotImplemented fallback is registered
+    assert "derivative for myops::myrmsnorm is not implemented" in str(results["test_aot_dispatch_dynamic"])
+
+
+@pytest.mark.parametrize("op, args", [("myadd_", sample((3, 4), (3, 4))), ("mytranspose", sample((3, 4)))])
+def test_opcheck_refuses_aliasing_outputs(layers, op, args):
+    results = opcheck(getattr(torch.ops.myops, op).default, args, raise_exception=False)
+    assert results["test_schema"] == results["test_faketensor"] == "SUCCESS"
+    assert "Found a custom (non-ATen) operator whose output has alias annotations" in str(
+        results["test_aot_dispatch_dynamic"])
 
 
 @pytest.fixture(scope="module")
