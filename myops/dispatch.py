@@ -1,8 +1,10 @@
-"""Read an operator's dispatch table from the dispatcher, as text or as a picture."""
+"""Read an operator's dispatch table from the dispatcher, and record the path one call takes through our kernels."""
 from __future__ import annotations
 
+import contextlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -40,11 +42,19 @@ class Entry:
 
 def _source(where: str) -> str:
     path = where.rsplit(":", 1)[0]
-    csrc = str(REPO_ROOT / "csrc") + "/"
-    if path.startswith(csrc):
-        return "csrc/" + path[len(csrc):]
     # Kernels registered from Python are filed under the torch.library line that registered them.
-    return "Python (torch.library)" if path.endswith(".py") else "torch"
+    if path.endswith(".py"):
+        return "Python (torch.library)"
+    # Ours (csrc/, exercises/, solutions/, ...) by their path in the repository; the rest is PyTorch's.
+    return _repo_path(path) or "torch"
+
+
+def _repo_path(path: str) -> str | None:
+    """`path` relative to the repository, or None when it lies outside it."""
+    try:
+        return str(Path(path).relative_to(REPO_ROOT))
+    except ValueError:
+        return None
 
 
 def dispatch_table(op: str, keys: tuple[str, ...] = COURSE_KEYS) -> list[Entry]:
@@ -130,3 +140,118 @@ class CallCounter(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         self.calls[func.name()] = self.calls.get(func.name(), 0) + 1
         return func(*args, **(kwargs or {}))
+
+
+# -- the path of one call ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Step:
+    """One kernel of a recorded path: its key, its file, and the keys guards had excluded on entry to it."""
+    key: str  # the dispatch key the kernel is registered for ("Autograd" for the alias key)
+    source: str  # its file in the repository, "csrc/..."
+    excluded: tuple[str, ...]  # excluded on entry, beyond what was excluded when the recording began
+
+    def format(self, key_width: int = 16, source_width: int = 36) -> str:
+        excluded = ", ".join(self.excluded) or "-"
+        return f"{self.key:<{key_width}}{self.source:<{source_width}}{excluded}"
+
+
+@dataclass
+class CallPath:
+    """The kernels of our layers that ran during a recording, in the order they started (see record_path)."""
+    title: str = ""
+    steps: list[Step] = field(default_factory=list)
+
+    def keys(self) -> list[str]:
+        """The key of each kernel that ran, in order."""
+        return [step.key for step in self.steps]
+
+    def format(self) -> str:
+        """The path as aligned text: one kernel per line, the first to run on top."""
+        key_width = max([16] + [len(step.key) + 1 for step in self.steps])
+        source_width = max([36] + [len(step.source) + 2 for step in self.steps])
+        header = f"{'kernel for':<{key_width}}{'in':<{source_width}}excluded on entry"
+        lines = [f"{i}. {step.format(key_width, source_width)}" for i, step in enumerate(self.steps, 1)]
+        return "\n".join(([self.title] if self.title else []) + ["   " + header] + lines)
+
+    def __str__(self) -> str:
+        return self.format()
+
+
+def _key_names(raw: int) -> list[str]:
+    """The names of the dispatch keys in a raw key set, highest priority first; the autograd
+    functionality (every Autograd<Backend> key at once) is named "Autograd"."""
+    bits = {}
+    for name, key in torch._C.DispatchKey.__members__.items():
+        try:
+            key_bits = torch._C.DispatchKeySet(key).raw_repr()
+        except RuntimeError:  # alias keys name no bits of their own
+            continue
+        if key_bits and key_bits & raw == key_bits and key_bits not in bits.values():
+            bits[name] = key_bits
+    names = sorted(bits, key=lambda name: bits[name], reverse=True)
+    if "AutogradFunctionality" in names:  # what the autograd guards exclude: autograd for every backend
+        names = ["Autograd" if name == "AutogradFunctionality" else name for name in names
+                 if name not in ("AutogradOther", "AutogradNestedTensor")]
+    return names
+
+
+@contextlib.contextmanager
+def record_path(title: str = ""):
+    """Record which of our kernels run, in order, while the `with` block runs on this thread.
+
+    `with dispatch.record_path("mymatmul(a, b)") as path: ...` fills `path` (a CallPath) when the block
+    ends. Each kernel of csrc/ begins with MYOPS_TRACE (csrc/trace.h), which appends its key, its file and
+    the thread-local exclude set on its entry; PyTorch's own kernels and fallbacks are not recorded. Start
+    the recording inside the context managers of the call (torch.autocast, torch.no_grad, ...): the keys
+    shown as excluded are those excluded beyond what was excluded when the recording began.
+    Needs the cpu layer, which holds the recording.
+    """
+    if not hasattr(torch.ops.myops_trace, "start"):
+        raise RuntimeError("myops: recording a path needs the cpu layer: call myops.load('cpu') first")
+    baseline = set(_key_names(torch._C._dispatch_tls_local_exclude_set().raw_repr()))
+    path = CallPath(title)
+    torch.ops.myops_trace.start()
+    try:
+        yield path
+    finally:
+        lines = torch.ops.myops_trace.stop().splitlines()
+        for line in lines:
+            key, source, raw = line.split("\t")
+            excluded = tuple(name for name in _key_names(int(raw)) if name not in baseline)
+            path.steps.append(Step(key, _repo_path(source) or source, excluded))
+
+
+def plot_path(path: CallPath):
+    """A picture of a recorded path: one box per kernel that ran, the first on top, with the keys each
+    kernel's guards excluded before it called the operator again."""
+    from matplotlib.figure import Figure  # not pyplot: the notebook shows the returned figure once
+    from matplotlib.patches import FancyBboxPatch
+
+    steps = path.steps
+    row = 1.6  # height of one kernel and the arrow below it
+    fig = Figure(figsize=(8, row * max(len(steps), 1) * 0.62 + 0.8))
+    ax = fig.subplots()
+    ax.set_xlim(0, 10)
+    ax.set_ylim(-row * max(len(steps), 1) + 0.3, 0.9)
+    ax.axis("off")
+    ax.set_title(path.title or "the path of one call", fontsize=10, loc="left")
+    for i, step in enumerate(steps):
+        y = -i * row
+        ax.add_patch(FancyBboxPatch((0.1, y - 0.45), 9.8, 0.9, boxstyle="round,pad=0.02",
+                                    facecolor="#dcefe3", edgecolor="#4c9f70"))
+        ax.text(0.35, y + 0.12, step.key, fontsize=11, fontweight="bold", va="center")
+        ax.text(0.35, y - 0.22, step.source, fontsize=8.5, va="center", family="monospace", color="#333333")
+        excluded = ", ".join(step.excluded) or "nothing beyond the start"
+        ax.text(9.7, y, f"excluded on entry:\n{excluded}", fontsize=8.5, va="center", ha="right",
+                color="#7a4b00" if step.excluded else "#666666")
+        if i + 1 < len(steps):
+            added = [key for key in steps[i + 1].excluded if key not in step.excluded]
+            label = (f"excludes {', '.join(added)}, calls the operator again" if added
+                     else "calls the operator again, no new exclusion")
+            ax.annotate("", xy=(1.2, y - row + 0.47), xytext=(1.2, y - 0.47),
+                        arrowprops=dict(arrowstyle="-|>", color="#555555"))
+            ax.text(1.45, y - row / 2, label, fontsize=8.5, va="center", style="italic", color="#555555")
+    if not steps:
+        ax.text(5, 0, "no kernel of ours ran", ha="center", va="center")
+    fig.tight_layout()
+    return fig

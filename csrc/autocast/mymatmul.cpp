@@ -16,12 +16,14 @@
 #include <torch/library.h>
 
 #include "myops.h"
+#include "trace.h"
 
 namespace {
 
 // BEGIN wrapper
 template <c10::DispatchKey kAutocastKey, c10::DeviceType kDevice>
 at::Tensor mymatmul_autocast(const at::Tensor& self, const at::Tensor& other) {
+  MYOPS_TRACE(kAutocastKey);
   c10::impl::ExcludeDispatchKeyGuard no_autocast(kAutocastKey);
   const at::ScalarType dtype = at::autocast::get_lower_precision_fp_from_device_type(kDevice);
   return myops::mymatmul(at::autocast::cached_cast(dtype, self, kDevice),

@@ -7,12 +7,14 @@
 #include <torch/library.h>
 
 #include "myops.h"
+#include "trace.h"
 
 namespace {
 
 // BEGIN wrapper
 template <c10::DispatchKey kAutocastKey, c10::DeviceType kDevice>
 at::Tensor myrmsnorm_autocast(const at::Tensor& self, const at::Tensor& weight, double eps) {
+  MYOPS_TRACE(kAutocastKey);
   c10::impl::ExcludeDispatchKeyGuard no_autocast(kAutocastKey);
   const at::ScalarType widest = at::autocast::promote_type(
       at::autocast::get_lower_precision_fp_from_device_type(kDevice), kDevice, self, weight);

@@ -16,6 +16,7 @@
 
 #include "autograd/forward_ad.h"
 #include "myops.h"
+#include "trace.h"
 
 namespace {
 
@@ -63,6 +64,7 @@ at::Tensor with_tangent(at::Tensor out, const at::Tensor& self, const at::Tensor
 
 // BEGIN kernel
 at::Tensor myadd_autograd(const at::Tensor& self, const at::Tensor& other) {
+  MYOPS_TRACE(c10::DispatchKey::Autograd);
   // Nothing to record: skip building a graph node (a third of the cost of a call on tiny tensors).
   // Otherwise apply() records it and returns the forward's Tensor: not a list to index.
   const bool record = at::GradMode::is_enabled() && (self.requires_grad() || other.requires_grad());

@@ -8,11 +8,13 @@
 #include <torch/library.h>
 
 #include "myops.h"
+#include "trace.h"
 
 namespace {
 
 // BEGIN kernel
 void myadd_inplace_autograd(c10::DispatchKeySet keys, at::Tensor& self, const at::Tensor& other) {
+  MYOPS_TRACE(c10::DispatchKey::Autograd);
   TORCH_CHECK(!(at::GradMode::is_enabled() && (self.requires_grad() || other.requires_grad())),
               "myops::myadd_inplace: autograd through this in-place operator is not implemented; "
               "call it under torch.no_grad(), or use myops.myadd where gradients are needed");

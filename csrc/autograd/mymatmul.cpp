@@ -8,6 +8,7 @@
 
 #include "autograd/forward_ad.h"
 #include "myops.h"
+#include "trace.h"
 
 namespace {
 
@@ -67,6 +68,7 @@ at::Tensor mymatmul_below_autograd(const at::Tensor& self, const at::Tensor& oth
 }
 
 at::Tensor mymatmul_autograd(const at::Tensor& self, const at::Tensor& other) {
+  MYOPS_TRACE(c10::DispatchKey::Autograd);
   const bool record = at::GradMode::is_enabled() && (self.requires_grad() || other.requires_grad());
   at::Tensor out = record ? MyMatmulFunction::apply(myops::without_tangent(self), myops::without_tangent(other))
                           : mymatmul_below_autograd(self, other);

@@ -21,6 +21,7 @@
 
 #include "checks.h"
 #include "cpu/parallel.h"
+#include "trace.h"
 
 namespace {
 
@@ -103,6 +104,7 @@ void run_myadd(const at::Tensor& self, const at::Tensor& other, const at::Tensor
 
 // BEGIN entry
 at::Tensor myadd_cpu(const at::Tensor& self, const at::Tensor& other) {
+  MYOPS_TRACE(c10::DispatchKey::CPU);
   myops::check_myadd_inputs(self, other);
   // at::empty would dispatch once more to reach the CPU allocator; this kernel is the CPU kernel
   // already, so it allocates directly, as ATen's own CPU kernels do.
@@ -120,10 +122,12 @@ at::Tensor& add_into_self(const char* op, at::Tensor& self, const at::Tensor& ot
 }
 
 at::Tensor& myadd__cpu(at::Tensor& self, const at::Tensor& other) {
+  MYOPS_TRACE(c10::DispatchKey::CPU);
   return add_into_self("myops::myadd_", self, other);
 }
 
 void myadd_inplace_cpu(at::Tensor& self, const at::Tensor& other) {
+  MYOPS_TRACE(c10::DispatchKey::CPU);
   add_into_self("myops::myadd_inplace", self, other);
 }
 // END inplace

@@ -11,11 +11,13 @@
 #include <torch/library.h>
 
 #include "checks.h"
+#include "trace.h"
 
 namespace {
 
 // BEGIN entry
 at::Tensor mymatmul_cpu(const at::Tensor& self, const at::Tensor& other) {
+  MYOPS_TRACE(c10::DispatchKey::CPU);
   myops::check_mymatmul_inputs(self, other);
   if (self.size(1) == 0) {  // an empty sum: zeros, like torch.matmul
     return at::zeros({self.size(0), other.size(1)}, self.options());

@@ -15,6 +15,7 @@
 
 #include "checks.h"
 #include "cpu/parallel.h"
+#include "trace.h"
 
 namespace {
 
@@ -47,6 +48,7 @@ void myrmsnorm_kernel_impl(const at::Tensor& self, const at::Tensor& weight, dou
 
 // BEGIN entry
 at::Tensor myrmsnorm_cpu(const at::Tensor& self, const at::Tensor& weight, double eps) {
+  MYOPS_TRACE(c10::DispatchKey::CPU);
   myops::check_myrmsnorm_inputs(self, weight, eps);
   const at::Tensor x = self.contiguous();
   const at::Tensor w = weight.contiguous();

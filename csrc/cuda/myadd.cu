@@ -23,6 +23,7 @@
 #include "checks.h"
 #include "cuda/launch.cuh"
 #include "cuda/plan.h"
+#include "trace.h"
 
 namespace {
 
@@ -150,6 +151,7 @@ void run_myadd(const at::Tensor& self, const at::Tensor& other, const at::Tensor
 
 // BEGIN entry
 at::Tensor myadd_cuda(const at::Tensor& self, const at::Tensor& other) {
+  MYOPS_TRACE(c10::DispatchKey::CUDA);
   myops::check_myadd_inputs(self, other);
   const c10::cuda::CUDAGuard device_guard(self.device());  // allocate and launch on the inputs' GPU
   at::Tensor out = at::empty(self.sizes(), self.options().memory_format(at::MemoryFormat::Contiguous));
@@ -168,10 +170,12 @@ at::Tensor& add_into_self(const char* op, at::Tensor& self, const at::Tensor& ot
 }
 
 at::Tensor& myadd__cuda(at::Tensor& self, const at::Tensor& other) {
+  MYOPS_TRACE(c10::DispatchKey::CUDA);
   return add_into_self("myops::myadd_", self, other);
 }
 
 void myadd_inplace_cuda(at::Tensor& self, const at::Tensor& other) {
+  MYOPS_TRACE(c10::DispatchKey::CUDA);
   add_into_self("myops::myadd_inplace", self, other);
 }
 // END inplace

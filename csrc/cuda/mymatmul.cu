@@ -23,6 +23,7 @@
 
 #include "checks.h"
 #include "cuda/launch.cuh"
+#include "trace.h"
 
 namespace {
 
@@ -106,6 +107,7 @@ bool lanes_walk_rows(int64_t row_stride, int64_t col_stride) {
 
 // BEGIN entry
 at::Tensor mymatmul_cuda(const at::Tensor& self, const at::Tensor& other) {
+  MYOPS_TRACE(c10::DispatchKey::CUDA);
   myops::check_mymatmul_inputs(self, other);
   const c10::cuda::CUDAGuard device_guard(self.device());
   const int64_t n = self.size(0), k = self.size(1), m = other.size(1);

@@ -17,6 +17,7 @@
 
 #include "checks.h"
 #include "cuda/launch.cuh"
+#include "trace.h"
 
 namespace {
 
@@ -65,6 +66,7 @@ __global__ __launch_bounds__(kThreads) void myrmsnorm_kernel(const scalar_t* __r
 
 // BEGIN entry
 at::Tensor myrmsnorm_cuda(const at::Tensor& self, const at::Tensor& weight, double eps) {
+  MYOPS_TRACE(c10::DispatchKey::CUDA);
   myops::check_myrmsnorm_inputs(self, weight, eps);
   const c10::cuda::CUDAGuard device_guard(self.device());
   const at::Tensor x = self.contiguous();

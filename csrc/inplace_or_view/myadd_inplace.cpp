@@ -8,11 +8,13 @@
 #include <torch/library.h>
 
 #include "myops.h"
+#include "trace.h"
 
 namespace {
 
 // BEGIN kernel
 void myadd_inplace_ad_inplace_or_view(c10::DispatchKeySet keys, at::Tensor& self, const at::Tensor& other) {
+  MYOPS_TRACE(c10::DispatchKey::ADInplaceOrView);
   {
     at::AutoDispatchBelowADInplaceOrView guard;
     myops::myadd_inplace_op().redispatch(keys & c10::after_ADInplaceOrView_keyset, self, other);

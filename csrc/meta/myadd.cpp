@@ -7,21 +7,25 @@
 #include <torch/library.h>
 
 #include "checks.h"
+#include "trace.h"
 
 namespace {
 
 // BEGIN kernels
 at::Tensor myadd_meta(const at::Tensor& self, const at::Tensor& other) {
+  MYOPS_TRACE(c10::DispatchKey::Meta);
   myops::check_myadd_inputs(self, other);
   return at::empty_symint(self.sym_sizes(), self.options().memory_format(at::MemoryFormat::Contiguous));
 }
 
 at::Tensor& myadd__meta(at::Tensor& self, const at::Tensor& other) {
+  MYOPS_TRACE(c10::DispatchKey::Meta);
   myops::check_myadd_inputs(self, other, "myops::myadd_");
   return self;
 }
 
 void myadd_inplace_meta(at::Tensor& self, const at::Tensor& other) {
+  MYOPS_TRACE(c10::DispatchKey::Meta);
   myops::check_myadd_inputs(self, other, "myops::myadd_inplace");
 }
 // END kernels

@@ -6,10 +6,12 @@
 #include <torch/library.h>
 
 #include "checks.h"
+#include "trace.h"
 
 namespace {
 
 at::Tensor mymatmul_meta(const at::Tensor& self, const at::Tensor& other) {
+  MYOPS_TRACE(c10::DispatchKey::Meta);
   myops::check_mymatmul_inputs(self, other);
   return at::empty_symint({self.sym_size(0), other.sym_size(1)}, self.options());
 }

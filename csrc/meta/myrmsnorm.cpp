@@ -5,10 +5,12 @@
 #include <torch/library.h>
 
 #include "checks.h"
+#include "trace.h"
 
 namespace {
 
 at::Tensor myrmsnorm_meta(const at::Tensor& self, const at::Tensor& weight, double eps) {
+  MYOPS_TRACE(c10::DispatchKey::Meta);
   myops::check_myrmsnorm_inputs(self, weight, eps);
   return at::empty_symint(self.sym_sizes(), self.options().memory_format(at::MemoryFormat::Contiguous));
 }

@@ -1,0 +1,65 @@
+// NOTE [ Recording the path of a call ]
+// Release builds of PyTorch cannot print the dispatcher's own trace (TORCH_SHOW_DISPATCH_TRACE is
+// compiled out of them), so every kernel of the course starts with MYOPS_TRACE(key). While
+// myops.dispatch.record_path records, that line appends the key the kernel is registered for, its file
+// and the keys the thread excludes on entry; the rest of the time it costs one atomic load.
+//
+// Each layer is a library of its own, loaded with private symbols: a variable defined in this header
+// would exist once per library. So the one recording lives in the cpu layer (cpu/trace.cpp), and each
+// library asks the dispatcher for its address, once.
+#pragma once
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/DispatchKey.h>
+#include <c10/core/DispatchKeySet.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+
+#include <atomic>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+namespace myops::trace {
+
+struct Step {
+  c10::DispatchKey key;      // the key the kernel is registered for
+  const char* file;          // the kernel's source file
+  c10::DispatchKeySet excluded;  // the thread-local exclude set on entry to the kernel
+};
+
+struct Recording {
+  std::atomic<bool> on{false};
+  std::thread::id thread;  // only calls on the thread that started the recording are recorded
+  std::vector<Step> steps;
+};
+
+// The recording of this process, or nullptr while the cpu layer is not loaded.
+inline Recording* shared_recording() {
+  static std::atomic<Recording*> found{nullptr};
+  Recording* recording = found.load(std::memory_order_acquire);
+  if (recording == nullptr) {
+    const auto op = c10::Dispatcher::singleton().findOp({"myops_trace::recording", ""});
+    if (!op.has_value()) {
+      return nullptr;
+    }
+    // redispatch, not call: a direct call would show up in profilers and dispatch modes.
+    const int64_t address =
+        op->typed<int64_t()>().redispatch(c10::DispatchKeySet(c10::DispatchKey::CPU));
+    recording = reinterpret_cast<Recording*>(address);
+    found.store(recording, std::memory_order_release);
+  }
+  return recording;
+}
+
+inline void step(c10::DispatchKey key, const char* file) {
+  Recording* recording = shared_recording();
+  if (recording != nullptr && recording->on.load(std::memory_order_acquire) &&
+      recording->thread == std::this_thread::get_id()) {
+    recording->steps.push_back({key, file, c10::impl::tls_local_dispatch_key_set().excluded_});
+  }
+}
+
+}  // namespace myops::trace
+
+// Records that the kernel registered for `key` runs (see NOTE [ Recording the path of a call ]).
+#define MYOPS_TRACE(key) ::myops::trace::step(key, __FILE__)

@@ -1,0 +1,164 @@
+"""myops.dispatch.record_path: the kernels of our layers that one call runs, in order, as csrc/trace.h records them."""
+import threading
+
+import pytest
+import torch
+
+import myops
+from helpers import needs_gpu
+from myops import dispatch
+
+AUTOGRAD_GUARD = ("Autograd", "ADInplaceOrView")  # what at::AutoDispatchBelowADInplaceOrView excludes
+
+
+def steps(path):
+    return [(step.key, step.source, step.excluded) for step in path.steps]
+
+
+def test_plain_cpu_call(layers):
+    a, b = torch.randn(3, 4), torch.randn(4, 2)
+    with dispatch.record_path("mymatmul(a, b)") as path:
+        myops.mymatmul(a, b)
+    # Our autograd kernel runs for every CPU tensor; with nothing to record it goes straight below autograd.
+    assert steps(path) == [
+        ("Autograd", "csrc/autograd/mymatmul.cpp", ()),
+        ("CPU", "csrc/cpu/mymatmul.cpp", AUTOGRAD_GUARD),
+    ]
+    assert path.keys() == ["Autograd", "CPU"] and path.title == "mymatmul(a, b)"
+
+
+def test_requires_grad_call(layers):
+    a, b = torch.randn(3, 4, requires_grad=True), torch.randn(4, 2)
+    with dispatch.record_path() as path:
+        out = myops.mymatmul(a, b)
+    assert steps(path) == [
+        ("Autograd", "csrc/autograd/mymatmul.cpp", ()),
+        ("CPU", "csrc/cpu/mymatmul.cpp", AUTOGRAD_GUARD),
+    ]
+    assert out.grad_fn is not None
+
+
+def test_autocast_and_requires_grad(layers):
+    a, b = torch.randn(3, 4, requires_grad=True), torch.randn(4, 2)
+    with torch.autocast("cpu", dtype=torch.bfloat16), dispatch.record_path() as path:
+        out = myops.mymatmul(a, b)
+    assert steps(path) == [
+        ("AutocastCPU", "csrc/autocast/mymatmul.cpp", ()),
+        ("Autograd", "csrc/autograd/mymatmul.cpp", ("AutocastCPU",)),
+        ("CPU", "csrc/cpu/mymatmul.cpp", ("AutocastCPU",) + AUTOGRAD_GUARD),
+    ]
+    assert out.dtype == torch.bfloat16
+
+
+def test_in_place_through_ad_inplace_or_view(layers):
+    x, y = torch.randn(5), torch.randn(5)
+    version = x._version
+    with torch.no_grad(), dispatch.record_path() as path:
+        myops.myadd_inplace(x, y)
+    # The autograd kernel redispatches with an explicit key set (nothing excluded), ADInplaceOrView then
+    # calls below itself under AutoDispatchBelowADInplaceOrView and bumps the version counter.
+    assert steps(path) == [
+        ("Autograd", "csrc/autograd/myadd_inplace.cpp", ()),
+        ("ADInplaceOrView", "csrc/inplace_or_view/myadd_inplace.cpp", ()),
+        ("CPU", "csrc/cpu/myadd.cpp", AUTOGRAD_GUARD),
+    ]
+    assert x._version == version + 1
+
+
+def test_classic_in_place_form_uses_pytorch_fallbacks(layers):
+    x, y = torch.randn(5), torch.randn(5)
+    with torch.no_grad(), dispatch.record_path() as path:
+        myops.myadd_(x, y)
+    # myadd_ has no autograd or ADInplaceOrView kernel of ours: PyTorch's fallbacks ran (not recorded),
+    # and their guard shows in what the CPU kernel sees excluded.
+    assert steps(path) == [("CPU", "csrc/cpu/myadd.cpp", AUTOGRAD_GUARD)]
+
+
+def test_meta_call(layers):
+    a, b = torch.empty(3, 4, device="meta"), torch.empty(4, 2, device="meta")
+    with dispatch.record_path() as path:
+        myops.mymatmul(a, b)
+    assert path.keys() == ["Autograd", "Meta"]
+    assert path.steps[1].source == "csrc/meta/mymatmul.cpp"
+
+
+def test_backward_inside_the_recording(layers):
+    a, b = torch.randn(3, 4, requires_grad=True), torch.randn(4, 2, requires_grad=True)
+    with dispatch.record_path() as path:
+        myops.mymatmul(a, b).sum().backward()
+    # Forward, then the backward's two products, each through our autograd kernel (grad mode is off in a
+    # backward without create_graph, so nothing is recorded there) and the CPU kernel.
+    assert path.keys() == ["Autograd", "CPU"] * 3
+
+
+def test_nothing_is_recorded_when_off(layers):
+    x = torch.randn(4)
+    myops.myadd(x, x)  # before any recording
+    with dispatch.record_path() as path:
+        pass
+    myops.myadd(x, x)  # after it
+    assert path.steps == []
+    with dispatch.record_path() as path:
+        pass
+    assert path.steps == [] and path.format().splitlines()[-1].startswith("   kernel for")
+
+
+def test_other_threads_are_not_recorded(layers):
+    x = torch.randn(4)
+    with dispatch.record_path() as path:
+        worker = threading.Thread(target=myops.myadd, args=(x, x))
+        worker.start()
+        worker.join()
+    assert path.steps == []
+
+
+def test_recordings_do_not_nest(layers):
+    with dispatch.record_path():
+        with pytest.raises(RuntimeError, match="a recording is already running"):
+            with dispatch.record_path():
+                pass
+
+
+def test_text_form(layers):
+    a = torch.randn(2, 2)
+    with torch.autocast("cpu", dtype=torch.bfloat16), dispatch.record_path("mymatmul under autocast") as path:
+        myops.mymatmul(a, a)
+    assert path.format().splitlines() == [
+        "mymatmul under autocast",
+        "   kernel for      in                                  excluded on entry",
+        "1. AutocastCPU     csrc/autocast/mymatmul.cpp          -",
+        "2. Autograd        csrc/autograd/mymatmul.cpp          AutocastCPU",
+        "3. CPU             csrc/cpu/mymatmul.cpp               AutocastCPU, Autograd, ADInplaceOrView",
+    ]
+
+
+def test_picture_has_one_box_per_kernel(layers):
+    pytest.importorskip("matplotlib")
+    a = torch.randn(2, 2)
+    with dispatch.record_path("mymatmul(a, a)") as path:
+        myops.mymatmul(a, a)
+    fig = dispatch.plot_path(path)
+    texts = [text.get_text() for text in fig.axes[0].texts]
+    assert "Autograd" in texts and "CPU" in texts and "csrc/cpu/mymatmul.cpp" in texts
+    assert "excludes Autograd, ADInplaceOrView, calls the operator again" in texts
+
+
+@needs_gpu
+def test_cuda_call(layers):
+    a, b = torch.randn(3, 4, device="cuda", requires_grad=True), torch.randn(4, 2, device="cuda")
+    with torch.autocast("cuda", dtype=torch.float16), dispatch.record_path() as path:
+        myops.mymatmul(a, b)
+    assert steps(path) == [
+        ("AutocastCUDA", "csrc/autocast/mymatmul.cpp", ()),
+        ("Autograd", "csrc/autograd/mymatmul.cpp", ("AutocastCUDA",)),
+        ("CUDA", "csrc/cuda/mymatmul.cu", ("AutocastCUDA",) + AUTOGRAD_GUARD),
+    ]
+
+
+def test_sources_outside_csrc_are_named_by_their_repository_path():
+    root = str(myops.build.REPO_ROOT)
+    assert dispatch._source(f"{root}/solutions/02_cpu_kernel/mymul.cpp:31") == "solutions/02_cpu_kernel/mymul.cpp"
+    assert dispatch._source(f"{root}/exercises/04_autograd/mymul.cpp:9") == "exercises/04_autograd/mymul.cpp"
+    assert dispatch._source(f"{root}/csrc/cpu/myadd.cpp:140") == "csrc/cpu/myadd.cpp"
+    assert dispatch._source("/build/pytorch/aten/src/ATen/core/VariableFallbackKernel.cpp:66") == "torch"
+    assert dispatch._source(f"{root}/myops/python_library.py:12") == "Python (torch.library)"
