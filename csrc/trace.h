@@ -2,7 +2,8 @@
 // Release builds of PyTorch cannot print the dispatcher's own trace (TORCH_SHOW_DISPATCH_TRACE is
 // compiled out of them), so every kernel of the course starts with MYOPS_TRACE(key). While
 // myops.dispatch.record_path records, that line appends the key the kernel is registered for, its file
-// and the keys the thread excludes on entry; the rest of the time it costs one atomic load.
+// the keys the thread excludes on entry and how deeply it is nested in the kernels that are still
+// running; the rest of the time it costs two atomic loads.
 //
 // Each layer is a library of its own, loaded with private symbols: a variable defined in this header
 // would exist once per library. So the one recording lives in the cpu layer (cpu/trace.cpp), and each
@@ -25,12 +26,14 @@ struct Step {
   c10::DispatchKey key;      // the key the kernel is registered for
   const char* file;          // the kernel's source file
   c10::DispatchKeySet excluded;  // the thread-local exclude set on entry to the kernel
+  int depth;                 // how many recorded kernels were running when it started
 };
 
 struct Recording {
   std::atomic<bool> on{false};
   std::thread::id thread;  // only calls on the thread that started the recording are recorded
   std::vector<Step> steps;
+  int depth = 0;  // recorded kernels running now
 };
 
 // The recording of this process, or nullptr while the cpu layer is not loaded.
@@ -51,15 +54,31 @@ inline Recording* shared_recording() {
   return recording;
 }
 
-inline void step(c10::DispatchKey key, const char* file) {
-  Recording* recording = shared_recording();
-  if (recording != nullptr && recording->on.load(std::memory_order_acquire) &&
-      recording->thread == std::this_thread::get_id()) {
-    recording->steps.push_back({key, file, c10::impl::tls_local_dispatch_key_set().excluded_});
+// Records the kernel on construction and its end on destruction: a kernel's scope is its whole body.
+class Scope {
+ public:
+  Scope(c10::DispatchKey key, const char* file) {
+    Recording* recording = shared_recording();
+    if (recording != nullptr && recording->on.load(std::memory_order_acquire) &&
+        recording->thread == std::this_thread::get_id()) {
+      recording->steps.push_back(
+          {key, file, c10::impl::tls_local_dispatch_key_set().excluded_, recording->depth++});
+      recording_ = recording;
+    }
   }
-}
+  ~Scope() {
+    if (recording_ != nullptr) {
+      --recording_->depth;
+    }
+  }
+  Scope(const Scope&) = delete;
+  Scope& operator=(const Scope&) = delete;
+
+ private:
+  Recording* recording_ = nullptr;
+};
 
 }  // namespace myops::trace
 
 // Records that the kernel registered for `key` runs (see NOTE [ Recording the path of a call ]).
-#define MYOPS_TRACE(key) ::myops::trace::step(key, __FILE__)
+#define MYOPS_TRACE(key) const ::myops::trace::Scope myops_trace_scope(key, __FILE__)

@@ -114,6 +114,37 @@ def computed_table(registrations: list[str]) -> str:
         del dispatcher
 
 
+def priority_order(keys) -> list[str]:
+    """`keys` (names) sorted the way the dispatcher ranks them, highest priority first.
+
+    The rank is read from the installed PyTorch, not typed in: a key set is a 64-bit mask with one
+    *functionality* bit per functionality (Dense, AutogradFunctionality, AutocastCPU, ...) above the
+    *backend* bits (CPU, CUDA, Meta, ...), and the dispatcher picks the highest functionality bit first,
+    then the highest backend bit. So comparing the masks as numbers gives the dispatcher's order.
+    """
+    return sorted(keys, key=lambda name: torch._C.DispatchKeySet(getattr(torch._C.DispatchKey, name)).raw_repr(),
+                  reverse=True)
+
+
+def functionality_keys() -> list[str]:
+    """The functionalities that torch._C.DispatchKey names, highest priority first: the order of
+    c10/core/DispatchKey.h (Python names most of its keys, not all; Tracer and AutocastXLA, for one, are missing).
+
+    Per-backend functionalities (Dense, AutogradFunctionality, ...) stand for one runtime key per backend:
+    Dense for CPU, CUDA, Meta, ..., AutogradFunctionality for AutogradCPU, AutogradCUDA, ...
+    """
+    names: dict[int, str] = {}
+    for name, key in torch._C.DispatchKey.__members__.items():
+        try:
+            bits = torch._C.DispatchKeySet(key).raw_repr()
+        except RuntimeError:  # alias keys have no bits of their own
+            continue
+        # one bit above the backend bits; the first name of each bit (not the StartOf... markers)
+        if bits & (bits - 1) == 0 and bits >= 1 << 16 and bits not in names and not name.startswith("StartOf"):
+            names[bits] = name
+    return [names[bits] for bits in sorted(names, reverse=True)]
+
+
 def call_key_set(*tensors: torch.Tensor) -> torch._C.DispatchKeySet:
     """The key set the dispatcher computes for a call with `tensors`.
 
@@ -145,14 +176,12 @@ class CallCounter(TorchDispatchMode):
 # -- the path of one call ------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Step:
-    """One kernel of a recorded path: its key, its file, and the keys guards had excluded on entry to it."""
+    """One kernel of a recorded path: its key, its file, the keys guards had excluded on entry to it, and
+    how many of our kernels were still running around it."""
     key: str  # the dispatch key the kernel is registered for ("Autograd" for the alias key)
     source: str  # its file in the repository, "csrc/..."
     excluded: tuple[str, ...]  # excluded on entry, beyond what was excluded when the recording began
-
-    def format(self, key_width: int = 16, source_width: int = 36) -> str:
-        excluded = ", ".join(self.excluded) or "-"
-        return f"{self.key:<{key_width}}{self.source:<{source_width}}{excluded}"
+    depth: int = 0  # 0: called from Python; 1: called while one kernel of ours ran; ...
 
 
 @dataclass
@@ -165,13 +194,20 @@ class CallPath:
         """The key of each kernel that ran, in order."""
         return [step.key for step in self.steps]
 
+    def parent(self, index: int) -> int | None:
+        """The index of the kernel that was running when kernel `index` started, or None."""
+        depth = self.steps[index].depth
+        return next((i for i in range(index - 1, -1, -1) if self.steps[i].depth < depth), None)
+
     def format(self) -> str:
-        """The path as aligned text: one kernel per line, the first to run on top."""
-        key_width = max([16] + [len(step.key) + 1 for step in self.steps])
+        """The path as aligned text: one kernel per line, in the order they started, indented by nesting."""
+        keys = [" " * 2 * step.depth + step.key for step in self.steps]
+        key_width = max([16] + [len(key) + 1 for key in keys])
         source_width = max([36] + [len(step.source) + 2 for step in self.steps])
-        header = f"{'kernel for':<{key_width}}{'in':<{source_width}}excluded on entry"
-        lines = [f"{i}. {step.format(key_width, source_width)}" for i, step in enumerate(self.steps, 1)]
-        return "\n".join(([self.title] if self.title else []) + ["   " + header] + lines)
+        header = f"   {'kernel for':<{key_width}}{'in':<{source_width}}excluded on entry"
+        lines = [f"{i}. {key:<{key_width}}{step.source:<{source_width}}{', '.join(step.excluded) or '-'}"
+                 for i, (key, step) in enumerate(zip(keys, self.steps), 1)]
+        return "\n".join(([self.title] if self.title else []) + [header] + lines)
 
     def __str__(self) -> str:
         return self.format()
@@ -200,10 +236,10 @@ def record_path(title: str = ""):
     """Record which of our kernels run, in order, while the `with` block runs on this thread.
 
     `with dispatch.record_path("mymatmul(a, b)") as path: ...` fills `path` (a CallPath) when the block
-    ends. Each kernel of csrc/ begins with MYOPS_TRACE (csrc/trace.h), which appends its key, its file and
-    the thread-local exclude set on its entry; PyTorch's own kernels and fallbacks are not recorded. Start
-    the recording inside the context managers of the call (torch.autocast, torch.no_grad, ...): the keys
-    shown as excluded are those excluded beyond what was excluded when the recording began.
+    ends. Each kernel of csrc/ begins with MYOPS_TRACE (csrc/trace.h), which notes its key, its file, the
+    thread-local exclude set on its entry and its nesting; PyTorch's own kernels and fallbacks are not
+    recorded. Start the recording inside the context managers of the call (torch.autocast, torch.no_grad,
+    ...): the keys shown as excluded are those excluded beyond what was excluded when the recording began.
     Needs the cpu layer, which holds the recording.
     """
     if not hasattr(torch.ops.myops_trace, "start"):
@@ -214,44 +250,61 @@ def record_path(title: str = ""):
     try:
         yield path
     finally:
-        lines = torch.ops.myops_trace.stop().splitlines()
-        for line in lines:
-            key, source, raw = line.split("\t")
+        for line in torch.ops.myops_trace.stop().splitlines():
+            key, source, raw, depth = line.split("\t")
             excluded = tuple(name for name in _key_names(int(raw)) if name not in baseline)
-            path.steps.append(Step(key, _repo_path(source) or source, excluded))
+            path.steps.append(Step(key, _repo_path(source) or source, excluded, int(depth)))
+
+
+def _key_list(keys, width: int, lines: int) -> str:
+    """`keys` joined by commas and wrapped at `width` characters, at most `lines` lines ("+N more" after)."""
+    import textwrap
+
+    for shown in range(len(keys), 0, -1):
+        rest = len(keys) - shown
+        text = ", ".join(list(keys[:shown]) + ([f"+{rest} more"] if rest else []))
+        wrapped = textwrap.wrap(text, width)
+        if len(wrapped) <= lines:
+            return "\n".join(wrapped)
+    return f"{len(keys)} keys"
 
 
 def plot_path(path: CallPath):
-    """A picture of a recorded path: one box per kernel that ran, the first on top, with the keys each
-    kernel's guards excluded before it called the operator again."""
+    """A picture of a recorded path: one box per kernel, in the order they started, each indented under
+    the kernel that called it, with an arrow labelled by what changed in the exclude set on the way."""
     from matplotlib.figure import Figure  # not pyplot: the notebook shows the returned figure once
     from matplotlib.patches import FancyBboxPatch
 
     steps = path.steps
-    row = 1.6  # height of one kernel and the arrow below it
-    fig = Figure(figsize=(8, row * max(len(steps), 1) * 0.62 + 0.8))
-    ax = fig.subplots()
+    rows = max(len(steps), 1)
+    row, indent = 1.5, 0.55  # height of one kernel with the gap below it; shift per nesting level
+    fig = Figure(figsize=(8.5, 0.62 * row * rows + 0.5))
+    ax = fig.add_axes((0.01, 0.01, 0.98, 1 - 0.4 / (0.62 * row * rows + 0.5)))
     ax.set_xlim(0, 10)
-    ax.set_ylim(-row * max(len(steps), 1) + 0.3, 0.9)
+    ax.set_ylim(-row * (rows - 1) - 0.5, 0.5)
     ax.axis("off")
     ax.set_title(path.title or "the path of one call", fontsize=10, loc="left")
     for i, step in enumerate(steps):
-        y = -i * row
-        ax.add_patch(FancyBboxPatch((0.1, y - 0.45), 9.8, 0.9, boxstyle="round,pad=0.02",
+        y, x = -i * row, 0.1 + indent * step.depth
+        ax.add_patch(FancyBboxPatch((x, y - 0.45), 9.9 - x, 0.9, boxstyle="round,pad=0.02",
                                     facecolor="#dcefe3", edgecolor="#4c9f70"))
-        ax.text(0.35, y + 0.12, step.key, fontsize=11, fontweight="bold", va="center")
-        ax.text(0.35, y - 0.22, step.source, fontsize=8.5, va="center", family="monospace", color="#333333")
-        excluded = ", ".join(step.excluded) or "nothing beyond the start"
-        ax.text(9.7, y, f"excluded on entry:\n{excluded}", fontsize=8.5, va="center", ha="right",
+        ax.text(x + 0.2, y + 0.13, step.key, fontsize=11, fontweight="bold", va="center")
+        ax.text(x + 0.2, y - 0.22, step.source, fontsize=8.5, va="center", family="monospace", color="#333333")
+        excluded = _key_list(step.excluded, 44, 2) if step.excluded else "nothing beyond the start"
+        ax.text(9.75, y, f"excluded on entry:\n{excluded}", fontsize=8, va="center", ha="right",
                 color="#7a4b00" if step.excluded else "#666666")
-        if i + 1 < len(steps):
-            added = [key for key in steps[i + 1].excluded if key not in step.excluded]
-            label = (f"excludes {', '.join(added)}, calls the operator again" if added
-                     else "calls the operator again, no new exclusion")
-            ax.annotate("", xy=(1.2, y - row + 0.47), xytext=(1.2, y - 0.47),
-                        arrowprops=dict(arrowstyle="-|>", color="#555555"))
-            ax.text(1.45, y - row / 2, label, fontsize=8.5, va="center", style="italic", color="#555555")
+        parent = path.parent(i)
+        if parent is not None:
+            before = steps[parent]
+            added = [key for key in step.excluded if key not in before.excluded]
+            dropped = [key for key in before.excluded if key not in step.excluded]
+            label = (f"guard excludes {_key_list(added, 200, 1)}" if added
+                     else f"no longer excluded: {_key_list(dropped, 60, 1)}" if dropped
+                     else "nothing newly excluded")
+            px = 0.1 + indent * before.depth + 0.35
+            ax.annotate("", xy=(x + 0.02, y), xytext=(px, -parent * row - 0.47),
+                        arrowprops=dict(arrowstyle="-|>", color="#555555", connectionstyle="angle,angleA=-90,angleB=0"))
+            ax.text(px + 0.15, y + row / 2, label, fontsize=8.5, va="center", style="italic", color="#555555")
     if not steps:
         ax.text(5, 0, "no kernel of ours ran", ha="center", va="center")
-    fig.tight_layout()
     return fig

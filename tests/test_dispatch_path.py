@@ -12,7 +12,7 @@ AUTOGRAD_GUARD = ("Autograd", "ADInplaceOrView")  # what at::AutoDispatchBelowAD
 
 
 def steps(path):
-    return [(step.key, step.source, step.excluded) for step in path.steps]
+    return [(step.key, step.source, step.excluded, step.depth) for step in path.steps]
 
 
 def test_plain_cpu_call(layers):
@@ -21,8 +21,8 @@ def test_plain_cpu_call(layers):
         myops.mymatmul(a, b)
     # Our autograd kernel runs for every CPU tensor; with nothing to record it goes straight below autograd.
     assert steps(path) == [
-        ("Autograd", "csrc/autograd/mymatmul.cpp", ()),
-        ("CPU", "csrc/cpu/mymatmul.cpp", AUTOGRAD_GUARD),
+        ("Autograd", "csrc/autograd/mymatmul.cpp", (), 0),
+        ("CPU", "csrc/cpu/mymatmul.cpp", AUTOGRAD_GUARD, 1),
     ]
     assert path.keys() == ["Autograd", "CPU"] and path.title == "mymatmul(a, b)"
 
@@ -32,8 +32,8 @@ def test_requires_grad_call(layers):
     with dispatch.record_path() as path:
         out = myops.mymatmul(a, b)
     assert steps(path) == [
-        ("Autograd", "csrc/autograd/mymatmul.cpp", ()),
-        ("CPU", "csrc/cpu/mymatmul.cpp", AUTOGRAD_GUARD),
+        ("Autograd", "csrc/autograd/mymatmul.cpp", (), 0),
+        ("CPU", "csrc/cpu/mymatmul.cpp", AUTOGRAD_GUARD, 1),
     ]
     assert out.grad_fn is not None
 
@@ -43,9 +43,9 @@ def test_autocast_and_requires_grad(layers):
     with torch.autocast("cpu", dtype=torch.bfloat16), dispatch.record_path() as path:
         out = myops.mymatmul(a, b)
     assert steps(path) == [
-        ("AutocastCPU", "csrc/autocast/mymatmul.cpp", ()),
-        ("Autograd", "csrc/autograd/mymatmul.cpp", ("AutocastCPU",)),
-        ("CPU", "csrc/cpu/mymatmul.cpp", ("AutocastCPU",) + AUTOGRAD_GUARD),
+        ("AutocastCPU", "csrc/autocast/mymatmul.cpp", (), 0),
+        ("Autograd", "csrc/autograd/mymatmul.cpp", ("AutocastCPU",), 1),
+        ("CPU", "csrc/cpu/mymatmul.cpp", ("AutocastCPU",) + AUTOGRAD_GUARD, 2),
     ]
     assert out.dtype == torch.bfloat16
 
@@ -58,9 +58,9 @@ def test_in_place_through_ad_inplace_or_view(layers):
     # The autograd kernel redispatches with an explicit key set (nothing excluded), ADInplaceOrView then
     # calls below itself under AutoDispatchBelowADInplaceOrView and bumps the version counter.
     assert steps(path) == [
-        ("Autograd", "csrc/autograd/myadd_inplace.cpp", ()),
-        ("ADInplaceOrView", "csrc/inplace_or_view/myadd_inplace.cpp", ()),
-        ("CPU", "csrc/cpu/myadd.cpp", AUTOGRAD_GUARD),
+        ("Autograd", "csrc/autograd/myadd_inplace.cpp", (), 0),
+        ("ADInplaceOrView", "csrc/inplace_or_view/myadd_inplace.cpp", (), 1),
+        ("CPU", "csrc/cpu/myadd.cpp", AUTOGRAD_GUARD, 2),
     ]
     assert x._version == version + 1
 
@@ -71,7 +71,7 @@ def test_classic_in_place_form_uses_pytorch_fallbacks(layers):
         myops.myadd_(x, y)
     # myadd_ has no autograd or ADInplaceOrView kernel of ours: PyTorch's fallbacks ran (not recorded),
     # and their guard shows in what the CPU kernel sees excluded.
-    assert steps(path) == [("CPU", "csrc/cpu/myadd.cpp", AUTOGRAD_GUARD)]
+    assert steps(path) == [("CPU", "csrc/cpu/myadd.cpp", AUTOGRAD_GUARD, 0)]
 
 
 def test_meta_call(layers):
@@ -89,6 +89,20 @@ def test_backward_inside_the_recording(layers):
     # Forward, then the backward's two products, each through our autograd kernel (grad mode is off in a
     # backward without create_graph, so nothing is recorded there) and the CPU kernel.
     assert path.keys() == ["Autograd", "CPU"] * 3
+    assert [step.depth for step in path.steps] == [0, 1] * 3  # the engine calls the backward's products
+
+
+def test_forward_mode_tangent_is_a_second_call(layers):
+    import torch.autograd.forward_ad as fwAD
+
+    x, t = torch.randn(4), torch.randn(4)
+    with fwAD.dual_level(), dispatch.record_path() as path:
+        out = myops.myadd(fwAD.make_dual(x, t), x)
+        tangent = fwAD.unpack_dual(out).tangent
+    # The value below autograd, then (still inside the autograd kernel) the tangent: myadd(t, zeros).
+    assert [(step.key, step.depth) for step in path.steps] == [("Autograd", 0), ("CPU", 1), ("Autograd", 1), ("CPU", 2)]
+    assert path.parent(2) == 0 and path.parent(3) == 2
+    assert torch.equal(tangent, t)
 
 
 def test_nothing_is_recorded_when_off(layers):
@@ -127,8 +141,8 @@ def test_text_form(layers):
         "mymatmul under autocast",
         "   kernel for      in                                  excluded on entry",
         "1. AutocastCPU     csrc/autocast/mymatmul.cpp          -",
-        "2. Autograd        csrc/autograd/mymatmul.cpp          AutocastCPU",
-        "3. CPU             csrc/cpu/mymatmul.cpp               AutocastCPU, Autograd, ADInplaceOrView",
+        "2.   Autograd      csrc/autograd/mymatmul.cpp          AutocastCPU",
+        "3.     CPU         csrc/cpu/mymatmul.cpp               AutocastCPU, Autograd, ADInplaceOrView",
     ]
 
 
@@ -140,7 +154,7 @@ def test_picture_has_one_box_per_kernel(layers):
     fig = dispatch.plot_path(path)
     texts = [text.get_text() for text in fig.axes[0].texts]
     assert "Autograd" in texts and "CPU" in texts and "csrc/cpu/mymatmul.cpp" in texts
-    assert "excludes Autograd, ADInplaceOrView, calls the operator again" in texts
+    assert "guard excludes Autograd, ADInplaceOrView" in texts
 
 
 @needs_gpu
@@ -149,9 +163,9 @@ def test_cuda_call(layers):
     with torch.autocast("cuda", dtype=torch.float16), dispatch.record_path() as path:
         myops.mymatmul(a, b)
     assert steps(path) == [
-        ("AutocastCUDA", "csrc/autocast/mymatmul.cpp", ()),
-        ("Autograd", "csrc/autograd/mymatmul.cpp", ("AutocastCUDA",)),
-        ("CUDA", "csrc/cuda/mymatmul.cu", ("AutocastCUDA",) + AUTOGRAD_GUARD),
+        ("AutocastCUDA", "csrc/autocast/mymatmul.cpp", (), 0),
+        ("Autograd", "csrc/autograd/mymatmul.cpp", ("AutocastCUDA",), 1),
+        ("CUDA", "csrc/cuda/mymatmul.cu", ("AutocastCUDA",) + AUTOGRAD_GUARD, 2),
     ]
 
 

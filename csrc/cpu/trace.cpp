@@ -18,16 +18,18 @@ int64_t recording_address() {
 void start() {
   TORCH_CHECK(!recording.on.load(), "myops_trace::start: a recording is already running; stop it first");
   recording.steps.clear();
+  recording.depth = 0;
   recording.thread = std::this_thread::get_id();
   recording.on.store(true, std::memory_order_release);
 }
 
-// One line per kernel that ran, in order: its key, its file and the raw bits of the exclude set.
+// One line per kernel that ran, in order: its key, its file, the raw bits of the exclude set, its depth.
 std::string stop() {
   recording.on.store(false, std::memory_order_release);
   std::ostringstream lines;
   for (const auto& step : recording.steps) {
-    lines << c10::toString(step.key) << '\t' << step.file << '\t' << step.excluded.raw_repr() << '\n';
+    lines << c10::toString(step.key) << '\t' << step.file << '\t' << step.excluded.raw_repr() << '\t'
+          << step.depth << '\n';
   }
   recording.steps.clear();
   return lines.str();
