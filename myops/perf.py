@@ -195,38 +195,32 @@ def build_times(layers=("schema", "cpu", "composite", "autograd", "inplace_or_vi
 
 
 # -- plots -------------------------------------------------------------------------------------------
-def plot_bandwidth(rows, title="myadd vs torch.add (float32)", env=None):
+def _line_plot(xs, series, xlabel, ylabel, title, env):
+    """One log2-x line chart: `series` maps a legend label to its y values."""
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(7, 3.6))
     ax = fig.subplots()
-    sizes = [r["elements"] for r in rows]
-    for key, label in (("myadd_GBps", "myops.myadd"), ("aten_GBps", "torch.add"), ("copy_GBps", "copy (bound)")):
-        ax.plot(sizes, [r[key] for r in rows], marker="o", label=label)
+    for label, ys in series.items():
+        ax.plot(xs, ys, marker="o", label=label)
     ax.set_xscale("log", base=2)
-    ax.set_xlabel("elements")
-    ax.set_ylabel("GB/s")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
     _title(ax, title, env)
     ax.legend()
     fig.tight_layout()
     return fig
+
+
+def plot_bandwidth(rows, title="myadd vs torch.add (float32)", env=None):
+    series = {label: [r[key] for r in rows] for key, label in
+              (("myadd_GBps", "myops.myadd"), ("aten_GBps", "torch.add"), ("copy_GBps", "copy (bound)"))}
+    return _line_plot([r["elements"] for r in rows], series, "elements", "GB/s", title, env)
 
 
 def plot_matmul(rows, title="mymatmul vs torch.matmul (float32)", env=None):
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(7, 3.6))
-    ax = fig.subplots()
-    sizes = [r["n"] for r in rows]
-    ax.plot(sizes, [r["mymatmul_GFLOPs"] for r in rows], marker="o", label="myops.mymatmul")
-    ax.plot(sizes, [r["aten_GFLOPs"] for r in rows], marker="o", label="torch.matmul")
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("n (n x n times n x n)")
-    ax.set_ylabel("GFLOP/s")
-    _title(ax, title, env)
-    ax.legend()
-    fig.tight_layout()
-    return fig
+    series = {"myops.mymatmul": [r["mymatmul_GFLOPs"] for r in rows], "torch.matmul": [r["aten_GFLOPs"] for r in rows]}
+    return _line_plot([r["n"] for r in rows], series, "n (n x n times n x n)", "GFLOP/s", title, env)
 
 
 def plot_overhead(micros, env=None):
