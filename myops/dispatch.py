@@ -76,32 +76,6 @@ def format_table(op: str, keys: tuple[str, ...] = COURSE_KEYS) -> str:
     return "\n".join([f"{op}", header] + [entry.format(width) for entry in dispatch_table(op, keys)])
 
 
-_COLORS = {"kernel": "#4c9f70", "fallback": "#e0a458", "fallthrough": "#9db4c0", "none": "#e9e9e9"}
-
-
-def plot_table(op: str, keys: tuple[str, ...] = COURSE_KEYS):
-    """A picture of the dispatch table of `op`: one row per key, colored by what runs there."""
-    from matplotlib.figure import Figure  # not pyplot: the notebook shows the returned figure once
-    from matplotlib.patches import Patch
-
-    entries = dispatch_table(op, keys)
-    fig = Figure(figsize=(7, 0.42 * len(entries) + 0.9))
-    ax = fig.subplots()
-    for row, entry in enumerate(entries):
-        ax.barh(row, 1, color=_COLORS[entry.kind], edgecolor="white")
-        label = entry.kind if entry.kind == "none" else f"{entry.kind}  ({entry.source})"
-        ax.text(0.02, row, label, va="center", fontsize=9)
-    ax.set_yticks(range(len(entries)), [entry.key for entry in entries])
-    ax.invert_yaxis()
-    ax.set_xticks([])
-    ax.set_xlim(0, 1)
-    ax.set_title(f"{op}: what runs for each dispatch key (top = consulted first)", fontsize=10)
-    ax.legend(handles=[Patch(color=c, label=k) for k, c in _COLORS.items()],
-              loc="upper center", bbox_to_anchor=(0.5, -0.02), ncol=4, frameon=False, fontsize=8)
-    fig.tight_layout()
-    return fig
-
-
 def computed_table(registrations: list[str]) -> str:
     """The table the dispatcher computes for a toy op with kernels on `registrations` (PythonDispatcher)."""
     from torch._python_dispatcher import PythonDispatcher
@@ -270,8 +244,8 @@ def _key_list(keys, width: int, lines: int) -> str:
 
 
 def plot_path(path: CallPath):
-    """A picture of a recorded path: one box per kernel, in the order they started, each indented under
-    the kernel that called it, with an arrow labelled by what changed in the exclude set on the way."""
+    """A picture of a recorded path: one numbered box per kernel, in the order they started, each indented
+    under the kernel that called it, with an arrow labelled by what changed in the exclude set on the way."""
     from matplotlib.figure import Figure  # not pyplot: the notebook shows the returned figure once
     from matplotlib.patches import FancyBboxPatch
 
@@ -288,7 +262,7 @@ def plot_path(path: CallPath):
         y, x = -i * row, 0.1 + indent * step.depth
         ax.add_patch(FancyBboxPatch((x, y - 0.45), 9.9 - x, 0.9, boxstyle="round,pad=0.02",
                                     facecolor="#dcefe3", edgecolor="#4c9f70"))
-        ax.text(x + 0.2, y + 0.13, step.key, fontsize=11, fontweight="bold", va="center")
+        ax.text(x + 0.2, y + 0.13, f"{i + 1}. {step.key}", fontsize=11, fontweight="bold", va="center")
         ax.text(x + 0.2, y - 0.22, step.source, fontsize=8.5, va="center", family="monospace", color="#333333")
         excluded = _key_list(step.excluded, 44, 2) if step.excluded else "nothing beyond the start"
         ax.text(9.75, y, f"excluded on entry:\n{excluded}", fontsize=8, va="center", ha="right",

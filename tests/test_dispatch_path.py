@@ -65,12 +65,12 @@ def test_in_place_through_ad_inplace_or_view(layers):
     assert x._version == version + 1
 
 
-def test_classic_in_place_form_uses_pytorch_fallbacks(layers):
+def test_classic_in_place_form_runs_pytorch_kernels_above_ours(layers):
     x, y = torch.randn(5), torch.randn(5)
     with torch.no_grad(), dispatch.record_path() as path:
         myops.myadd_(x, y)
-    # myadd_ has no autograd or ADInplaceOrView kernel of ours: PyTorch's fallbacks ran (not recorded),
-    # and their guard shows in what the CPU kernel sees excluded.
+    # myadd_'s Autograd and ADInplaceOrView kernels are PyTorch's NotImplemented fallbacks (registered by
+    # csrc/*/not_implemented.cpp), not recorded; their guard shows in what the CPU kernel finds excluded.
     assert steps(path) == [("CPU", "csrc/cpu/myadd.cpp", AUTOGRAD_GUARD, 0)]
 
 
@@ -153,7 +153,7 @@ def test_picture_has_one_box_per_kernel(layers):
         myops.mymatmul(a, a)
     fig = dispatch.plot_path(path)
     texts = [text.get_text() for text in fig.axes[0].texts]
-    assert "Autograd" in texts and "CPU" in texts and "csrc/cpu/mymatmul.cpp" in texts
+    assert "1. Autograd" in texts and "2. CPU" in texts and "csrc/cpu/mymatmul.cpp" in texts
     assert "guard excludes Autograd, ADInplaceOrView" in texts
 
 
