@@ -31,7 +31,7 @@ _LINE = re.compile(r"^(?P<key>\w+): (?P<fallthrough>fallthrough )?registered at 
 class Entry:
     key: str
     kind: str  # "kernel", "fallback", "fallthrough" or "none"
-    source: str  # "csrc/..." for our kernels, "torch" for PyTorch's, "" for none
+    source: str  # our file by its repository path ("csrc/..."), "torch" for PyTorch's, "" for none
 
     def format(self, key_width: int = 16) -> str:
         return f"{self.key:<{key_width}}{self.kind:<12}{self.source}"
