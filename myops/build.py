@@ -82,16 +82,21 @@ def read_manifest(csrc_dir: Path) -> list[Layer]:
                for name in folders])
 
 
+class _NoGpuNotice(logging.Filter):
+    """Drops the line torch.utils.cpp_extension logs when imported on a CUDA build of torch without a GPU: it
+    carries a timestamp and a pid, so it would land in notebook output (whoever imports the module first,
+    e.g. torch.utils.benchmark) and differ on every run."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("No CUDA runtime is found")
+
+
+logging.getLogger("torch.utils.cpp_extension").addFilter(_NoGpuNotice())
+
+
 def _cpp_extension():
-    # Importing cpp_extension on a CUDA build of torch without a GPU logs a line with a timestamp and
-    # a pid; it would land in notebook output and differ on every run.
-    logger = logging.getLogger("torch.utils.cpp_extension")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        from torch.utils import cpp_extension
-    finally:
-        logger.setLevel(level)
+    from torch.utils import cpp_extension
+
     return cpp_extension
 
 

@@ -1,15 +1,12 @@
 """Display helpers the notebooks share: Python source, an operator's failing `opcheck` tests, an error's first line.
 
-    from myops.show import failures, first_line, show_py, show_py_lines
+    from myops.display import failures, first_line, show_py, show_py_lines
 
-`myops.show(path, name)`, which displays C++ from `csrc/`, keeps working after this module is imported: importing
-a submodule makes it an attribute of its package, so `myops.show` then names this module, and calling the module
-does what `myops.source.show` does.
+(C++ from `csrc/` is shown by `myops.show(path, name)`, in myops/source.py.)
 """
 from __future__ import annotations
 
 import inspect
-import sys
 import types
 import warnings
 from collections.abc import Callable
@@ -17,7 +14,6 @@ from typing import Any
 
 from torch.library import opcheck
 
-from myops.source import show as show_csrc
 
 __all__ = ["failures", "first_line", "show_py", "show_py_lines"]
 
@@ -41,7 +37,7 @@ def failures(op: Any, *args: Any) -> dict[str, str]:
         warnings.simplefilter("ignore")  # opcheck and autograd warn about some defects as well
         results = opcheck(op, args, raise_exception=False)
     if len(results) != 4:
-        raise RuntimeError(f"myops.show.failures: expected opcheck's four tests, got {sorted(results)}")
+        raise RuntimeError(f"myops.display.failures: expected opcheck's four tests, got {sorted(results)}")
     return {test: str(outcome).splitlines()[0] for test, outcome in results.items() if outcome != "SUCCESS"}
 
 
@@ -52,13 +48,3 @@ def first_line(call: Callable[[], Any]) -> str:
     except (RuntimeError, NotImplementedError) as error:
         return str(error).splitlines()[0]
     return "no error"
-
-
-class _CallableModule(types.ModuleType):
-    """This module, callable as `myops.show(path, name)` (see the module docstring)."""
-
-    def __call__(self, path: str, name: str | None = None):
-        return show_csrc(path, name)
-
-
-sys.modules[__name__].__class__ = _CallableModule

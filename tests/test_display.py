@@ -1,11 +1,11 @@
-"""myops.show: the display helpers the notebooks import (failures, first_line, show_py, show_py_lines)."""
+"""myops.display: the display helpers the notebooks import (failures, first_line, show_py, show_py_lines)."""
 import sys
 
 import pytest
 import torch
 
 import myops
-from myops.show import failures, first_line, show_py, show_py_lines
+from myops.display import failures, first_line, show_py, show_py_lines
 
 
 # Throwaway Python operators, so that these tests need no compiled layer.
@@ -83,11 +83,3 @@ def test_show_py_lines_prints_matching_lines_only(tmp_path, monkeypatch, capsys)
 
     show_py_lines(registrations, "register_")
     assert capsys.readouterr().out == "CALLS.append('register_fake')\nCALLS.append('register_vmap')\n"
-
-
-def test_myops_show_still_displays_csrc_after_the_import():
-    # `from myops.show import ...` makes the attribute myops.show this module; it must still display C++.
-    assert isinstance(myops.show, type(sys.modules["myops.show"]))
-    code = myops.show("schema.cpp", "myadd")
-    assert code.data == myops.source.show("schema.cpp", "myadd").data
-    assert 'm.def("myadd(Tensor self, Tensor other) -> Tensor");' in code.data
