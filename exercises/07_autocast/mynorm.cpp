@@ -3,7 +3,8 @@
 // ex07::mynorm(self) = sqrt(sum(self^2)), the 2-norm of all elements, has its schema, CPU kernel and dispatch
 // function given. The kernel returns the dtype of its input. Under torch.autocast("cpu") a bfloat16 result
 // of a sum of squares keeps 8 bits of mantissa: a reduction is one of the operators that autocast runs in
-// float32 ("fp32 policy", like ATen's norm, sum and softmax), not in the lower precision.
+// float32 (the "fp32 policy": on CPU e.g. ATen's prod and mse_loss, on CUDA also sum, norm and softmax), not in
+// the lower precision.
 // Your part:
 //   1. mynorm_autocast_cpu: exclude the AutocastCPU key for the call it makes (c10::impl::ExcludeDispatchKeyGuard),
 //      cast the input to float32 with at::autocast::cached_cast(at::kFloat, self, <the device type>), and call
