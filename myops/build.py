@@ -12,7 +12,6 @@ import fcntl
 import dataclasses
 import hashlib
 import json
-import logging
 import os
 import platform
 import re
@@ -80,18 +79,6 @@ def read_manifest(csrc_dir: Path) -> list[Layer]:
     return ([Layer("schema", "schema.cpp")] * (Path(csrc_dir) / "schema.cpp").is_file()
             + [Layer(name, name, cuda=any(f.suffix == ".cu" for f in (Path(csrc_dir) / name).iterdir()))
                for name in folders])
-
-
-class _NoGpuNotice(logging.Filter):
-    """Drops the line torch.utils.cpp_extension logs when imported on a CUDA build of torch without a GPU: it
-    carries a timestamp and a pid, so it would land in notebook output (whoever imports the module first,
-    e.g. torch.utils.benchmark) and differ on every run."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not record.getMessage().startswith("No CUDA runtime is found")
-
-
-logging.getLogger("torch.utils.cpp_extension").addFilter(_NoGpuNotice())
 
 
 def _cpp_extension():

@@ -35,12 +35,13 @@
 namespace myops::cpu {
 
 // BEGIN micro_kernel
-// acc[kMr x kNr] (+)= a_panel[depth x kMr] * b_panel[depth x kNr]; both panels are packed, so each
-// step p reads kMr consecutive values of a and kNr consecutive values of b. `accumulate` is false for
-// the first kKc slice: the tile starts from zero instead of reading `c`.
+// acc[kMr x kNr] (+)= a_panel[depth x kMr] * b_panel[depth x kNr]. Each step p reads kMr consecutive
+// values of the packed a and kNr consecutive values of b, whose rows are ldb apart: kNr in a packed
+// panel, the row stride of `other` when it is read in place. `accumulate` is false for the first kKc
+// slice: the tile starts from zero instead of reading `c`.
 template <typename acc_t, int64_t kMr, int64_t kNr>
-inline void micro_kernel_vectorized(const acc_t* a_panel, const acc_t* b_panel, int64_t depth, acc_t* c,
-                                    int64_t ldc, bool accumulate) {
+inline void micro_kernel_vectorized(const acc_t* a_panel, const acc_t* b_panel, int64_t ldb, int64_t depth,
+                                    acc_t* c, int64_t ldc, bool accumulate) {
   using Vec = at::vec::Vectorized<acc_t>;
   constexpr int64_t kVecs = kNr / Vec::size();
   static_assert(kVecs * Vec::size() == kNr, "a tile row is a whole number of vectors");
@@ -52,7 +53,7 @@ inline void micro_kernel_vectorized(const acc_t* a_panel, const acc_t* b_panel, 
   }
   for (int64_t p = 0; p < depth; ++p) {
     Vec b[kVecs];
-    for (int64_t v = 0; v < kVecs; ++v) b[v] = Vec::loadu(b_panel + p * kNr + v * Vec::size());
+    for (int64_t v = 0; v < kVecs; ++v) b[v] = Vec::loadu(b_panel + p * ldb + v * Vec::size());
     for (int64_t r = 0; r < kMr; ++r) {
       const Vec a(a_panel[p * kMr + r]);  // broadcast one value of a to every lane
       for (int64_t v = 0; v < kVecs; ++v) acc[r][v] = at::vec::fmadd(a, b[v], acc[r][v]);
@@ -66,7 +67,7 @@ inline void micro_kernel_vectorized(const acc_t* a_panel, const acc_t* b_panel, 
 
 // The same tile in plain loops, left to the compiler: the "packed" step of notebook 08.
 template <typename acc_t, int64_t kMr, int64_t kNr>
-inline void micro_kernel_plain(const acc_t* a_panel, const acc_t* b_panel, int64_t depth, acc_t* c,
+inline void micro_kernel_plain(const acc_t* a_panel, const acc_t* b_panel, int64_t ldb, int64_t depth, acc_t* c,
                                int64_t ldc, bool accumulate) {
   acc_t acc[kMr][kNr];
   for (int64_t r = 0; r < kMr; ++r) {
@@ -74,7 +75,7 @@ inline void micro_kernel_plain(const acc_t* a_panel, const acc_t* b_panel, int64
   }
   for (int64_t p = 0; p < depth; ++p) {
     for (int64_t r = 0; r < kMr; ++r) {
-      for (int64_t q = 0; q < kNr; ++q) acc[r][q] += a_panel[p * kMr + r] * b_panel[p * kNr + q];
+      for (int64_t q = 0; q < kNr; ++q) acc[r][q] += a_panel[p * kMr + r] * b_panel[p * ldb + q];
     }
   }
   for (int64_t r = 0; r < kMr; ++r) {
@@ -173,14 +174,21 @@ void mymatmul_blocked(const at::Tensor& self, const at::Tensor& other, at::Tenso
   const bool parallel = kThreaded && n * m * k >= (int64_t{1} << 17);
 
   // All of `other` is packed first, slice by slice (kKc rows each), its panels split across threads.
+  // A packed panel pays off when many tiles of rows reuse it. With at most two tiles of rows (a batch of
+  // a few vectors times a weight matrix), packing would read and write all of `other` to use each value
+  // once or twice: then rows of `other` that are already contiguous in the accumulation type are read in
+  // place, and only a last, partial panel is packed (zero-padded). Same arithmetic either way.
   const int64_t panels = ceil_div(m, kNr);
   const int64_t slices = ceil_div(k, B::kKc);
+  const bool b_in_place = std::is_same_v<scalar_t, acc_t> && other.stride(1) == 1 && n <= 2 * kMr;
+  const int64_t first_packed = b_in_place ? m / kNr : 0;
+  const int64_t packed = panels - first_packed;
   acc_t* b_packed = packing_buffer<acc_t, 0>(k * panels * kNr);
-  at::parallel_for(0, slices * panels, parallel ? 1 : slices * panels, [&](int64_t first, int64_t last) {
+  at::parallel_for(0, slices * packed, parallel ? 1 : slices * packed, [&](int64_t first, int64_t last) {
     for (int64_t task = first; task < last; ++task) {
-      const int64_t p0 = task / panels * B::kKc, depth = std::min(B::kKc, k - p0);
-      pack_b_panel<kNr>(b + p0 * other.stride(0), other.stride(0), other.stride(1), depth, m, task % panels,
-                        b_packed + p0 * panels * kNr);
+      const int64_t p0 = task / packed * B::kKc, depth = std::min(B::kKc, k - p0);
+      pack_b_panel<kNr>(b + p0 * other.stride(0), other.stride(0), other.stride(1), depth, m,
+                        first_packed + task % packed, b_packed + p0 * panels * kNr);
     }
   });
 
@@ -196,8 +204,15 @@ void mymatmul_blocked(const at::Tensor& self, const at::Tensor& other, at::Tenso
         pack_a<kMr>(a + i0 * self.stride(0) + p0 * self.stride(1), self.stride(0), self.stride(1), rows, depth,
                     a_packed);
         for (int64_t panel = 0; panel < panels; ++panel) {
-          const acc_t* b_panel = b_packed + p0 * panels * kNr + panel * depth * kNr;
           const int64_t j = panel * kNr, cols = std::min(kNr, m - j);
+          const acc_t* b_panel = b_packed + p0 * panels * kNr + panel * depth * kNr;
+          int64_t ldb = kNr;
+          if constexpr (std::is_same_v<scalar_t, acc_t>) {
+            if (panel < first_packed) {
+              b_panel = b + p0 * other.stride(0) + j;
+              ldb = other.stride(0);
+            }
+          }
           for (int64_t i = 0; i < rows; i += kMr) {
             const int64_t tile_rows = std::min(kMr, rows - i);
             const bool full = tile_rows == kMr && cols == kNr;
@@ -208,9 +223,10 @@ void mymatmul_blocked(const at::Tensor& self, const at::Tensor& other, at::Tenso
               for (int64_t r = 0; r < tile_rows; ++r) std::copy(tile + r * m, tile + r * m + cols, edge + r * kNr);
             }
             if constexpr (kUseVec) {
-              micro_kernel_vectorized<acc_t, kMr, kNr>(a_packed + i * depth, b_panel, depth, target, ld, accumulate);
+              micro_kernel_vectorized<acc_t, kMr, kNr>(a_packed + i * depth, b_panel, ldb, depth, target, ld,
+                                                       accumulate);
             } else {
-              micro_kernel_plain<acc_t, kMr, kNr>(a_packed + i * depth, b_panel, depth, target, ld, accumulate);
+              micro_kernel_plain<acc_t, kMr, kNr>(a_packed + i * depth, b_panel, ldb, depth, target, ld, accumulate);
             }
             if (!full) {
               for (int64_t r = 0; r < tile_rows; ++r) std::copy(edge + r * kNr, edge + r * kNr + cols, tile + r * m);
