@@ -88,7 +88,8 @@ def summary(results: dict) -> str:
                                              in results["mymatmul_register_tile"].items()))
     overhead = results["overhead_us"]
     lines.append(f"overhead  torch.ops.myops.myadd {overhead['torch.ops.myops.myadd']:.2f} us  torch.add "
-                 f"{overhead['torch.add']:.2f} us  ratio {overhead['ratio_vs_aten']:.2f}")
+                 f"{overhead['torch.add']:.2f} us  ratio {overhead['ratio_vs_aten']:.2f}  "
+                 f"(torch.ops.aten.add.Tensor {overhead['torch.ops.aten.add.Tensor']:.2f} us)")
     for key in ("myadd_cuda", "mymatmul_cuda"):
         for row in results.get(key, []):
             lines.append(f"{key:<14} " + "  ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
