@@ -1,6 +1,6 @@
 // The CUDA layer's iteration plan (csrc/cuda/plan.h) run on the CPU: the same path choice, dimension
 // ordering, merging and index arithmetic as the strided myadd kernel, checked on a machine without a GPU.
-// Built and used by tests/test_cuda.py into a namespace of its own.
+// Built and used by tests/test_cuda_layer.py into a namespace of its own.
 #define TORCH_ASSERT_ONLY_METHOD_OPERATORS
 #include <ATen/core/Tensor.h>
 #include <ATen/Dispatch.h>
