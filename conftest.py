@@ -1,0 +1,70 @@
+"""Every notebook twice in one kernel.
+
+After nbval has run a notebook's code cells and compared their outputs, one more test item, "every cell again",
+runs each code cell a second time in the same kernel: what a learner does with Run All twice. Python errors are
+allowed on the second run (a "before" check fails once its layer is loaded, as it should); a dead kernel is not. It
+would mean a cell loads C++ a process cannot take twice (see LayerReloadError in myops/build.py) or otherwise kills
+the kernel. Reusing nbval's kernel spares a third execution of every notebook.
+"""
+import time
+from queue import Empty
+
+import pytest
+from nbval.plugin import IPyNbFile
+
+RERUN_NAME = "every cell again"
+
+
+class EveryCellAgain(pytest.Item):
+    """Runs every code cell of the notebook once more in nbval's kernel; fails if the kernel dies or hangs."""
+
+    def runtest(self):
+        kernel = self.parent.kernel
+        timeout = self.config.option.nbval_cell_timeout
+        cells = [cell for cell in self.parent.nb.cells if cell.cell_type == "code"]
+        for index, cell in enumerate(cells):
+            if not kernel.is_alive():
+                raise KernelDied(f"the kernel was dead before the second run of cell {index}")
+            outcome = _run(kernel, cell.source, timeout)
+            if outcome == "dead":
+                raise KernelDied(f"the kernel died during the second run of cell {index}")
+            if outcome == "timeout":
+                raise KernelDied(f"the second run of cell {index} did not finish in {timeout} s")
+
+    def repr_failure(self, excinfo):
+        if isinstance(excinfo.value, KernelDied):
+            return f"{self.parent.name}: {excinfo.value}"
+        return super().repr_failure(excinfo)
+
+    def reportinfo(self):
+        return self.path, None, f"{self.parent.name}::{RERUN_NAME}"
+
+
+class KernelDied(Exception):
+    """The notebook's kernel did not survive the second run."""
+
+
+def _run(kernel, source: str, timeout: float) -> str:
+    """Execute `source`; "done" when the kernel replied, "dead" if it died first, "timeout" otherwise."""
+    msg_id = kernel.execute_cell_input(source, allow_stdin=False)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not kernel.is_alive():
+            return "dead"
+        try:
+            message = kernel.get_message(stream="shell", timeout=1)
+        except Empty:
+            continue
+        if message["parent_header"].get("msg_id") == msg_id:
+            return "done"
+    return "timeout"
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Put an "every cell again" item right after the last cell of each notebook."""
+    last_index = {}
+    for index, item in enumerate(items):
+        if isinstance(item.parent, IPyNbFile):
+            last_index[item.parent] = index
+    for notebook, index in sorted(last_index.items(), key=lambda pair: pair[1], reverse=True):
+        items.insert(index + 1, EveryCellAgain.from_parent(notebook, name=RERUN_NAME))
