@@ -1,7 +1,7 @@
 // NOTE [ Recording the path of a call ]
 // Release builds of PyTorch cannot print the dispatcher's own trace (TORCH_SHOW_DISPATCH_TRACE is
 // compiled out of them), so every kernel of the course starts with MYOPS_TRACE(key). While
-// myops.dispatch.record_path records, that line appends the key the kernel is registered for, its file
+// myops.dispatch.record_path records, that line appends the key the kernel is registered for, its file,
 // the keys the thread excludes on entry and how deeply it is nested in the kernels that are still
 // running; the rest of the time it costs two atomic loads.
 //

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -88,6 +89,18 @@ def computed_table(registrations: list[str]) -> str:
         del dispatcher
 
 
+@functools.cache
+def _key_bits() -> dict[str, int]:
+    """Each name of torch._C.DispatchKey with its bits in a key set; alias keys have none and are left out."""
+    bits = {}
+    for name, key in torch._C.DispatchKey.__members__.items():
+        try:
+            bits[name] = torch._C.DispatchKeySet(key).raw_repr()
+        except RuntimeError:
+            continue
+    return bits
+
+
 def priority_order(keys) -> list[str]:
     """`keys` (names) sorted the way the dispatcher ranks them, highest priority first.
 
@@ -96,8 +109,7 @@ def priority_order(keys) -> list[str]:
     *backend* bits (CPU, CUDA, Meta, ...), and the dispatcher picks the highest functionality bit first,
     then the highest backend bit. So comparing the masks as numbers gives the dispatcher's order.
     """
-    return sorted(keys, key=lambda name: torch._C.DispatchKeySet(getattr(torch._C.DispatchKey, name)).raw_repr(),
-                  reverse=True)
+    return sorted(keys, key=lambda name: _key_bits()[name], reverse=True)
 
 
 def functionality_keys() -> list[str]:
@@ -108,11 +120,7 @@ def functionality_keys() -> list[str]:
     Dense for CPU, CUDA, Meta, ..., AutogradFunctionality for AutogradCPU, AutogradCUDA, ...
     """
     names: dict[int, str] = {}
-    for name, key in torch._C.DispatchKey.__members__.items():
-        try:
-            bits = torch._C.DispatchKeySet(key).raw_repr()
-        except RuntimeError:  # alias keys have no bits of their own
-            continue
+    for name, bits in _key_bits().items():
         # one bit above the backend bits; the first name of each bit (not the StartOf... markers)
         if bits & (bits - 1) == 0 and bits >= 1 << 16 and bits not in names and not name.startswith("StartOf"):
             names[bits] = name
@@ -191,11 +199,7 @@ def _key_names(raw: int) -> list[str]:
     """The names of the dispatch keys in a raw key set, highest priority first; the autograd
     functionality (every Autograd<Backend> key at once) is named "Autograd"."""
     bits = {}
-    for name, key in torch._C.DispatchKey.__members__.items():
-        try:
-            key_bits = torch._C.DispatchKeySet(key).raw_repr()
-        except RuntimeError:  # alias keys name no bits of their own
-            continue
+    for name, key_bits in _key_bits().items():
         if key_bits and key_bits & raw == key_bits and key_bits not in bits.values():
             bits[name] = key_bits
     names = sorted(bits, key=lambda name: bits[name], reverse=True)
