@@ -16,7 +16,9 @@ import os
 import platform
 import re
 import shutil
+import subprocess
 import sys
+import sysconfig
 import time
 from pathlib import Path
 
@@ -33,6 +35,17 @@ MANIFEST = "layers.json"  # in the csrc/ tree; CMake and the benchmarks read it 
 CXX_FLAGS = ("-O3", "-fopenmp") + (("-march=native",) if os.uname().machine == "x86_64" else ())
 LD_FLAGS = ("-fopenmp",)
 CUDA_FLAGS = ("-O3",)
+
+# NOTE [ The precompiled header ]
+# Every file of the course includes torch/library.h, and through it ~1,360 torch headers that take GCC
+# 2-3 s to parse in each compile (half of a typical file's build). GCC compiles them once per build tree
+# into build/pch/ and each C++ compile of a layer reads that image instead (`-include`). It is only that
+# one header, which the files include anyway, so what a file must include itself stays as it is. GCC checks
+# that the image was made with the same flags; if not, it parses the header as text: a mismatch costs
+# time, never correctness (tests/test_build.py checks that the layers' own flags match). The image takes
+# ~9 s and ~290 MB once; MYOPS_PRECOMPILED_HEADER=0 in the environment compiles without it.
+PRECOMPILED_HEADER = "torch/library.h"
+PRECOMPILED_HEADER_DIR = REPO_ROOT / "build" / "pch"
 
 
 class LayerReloadError(RuntimeError):
@@ -102,6 +115,17 @@ def _first_compiler_error(log: str) -> str:
         if re.search(r"\berror\b", line) and not line.startswith(("FAILED:", "ninja:", "subprocess")):
             return "\n".join(lines[i:i + 4])
     return "\n".join(lines[-10:])
+
+
+@contextlib.contextmanager
+def _locked(folder: Path):
+    """Holds an exclusive lock on `folder` across processes; the kernel drops it when its holder dies."""
+    with open(folder / ".myops.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 class Builder:
@@ -231,25 +255,30 @@ class Builder:
             stamp.unlink(missing_ok=True)
             built_before = library.stat().st_mtime_ns if library.exists() else None
             start = time.perf_counter()
-            self._compile_and_load(layer, out_dir, cuda)
+            precompiling = self._compile_and_load(layer, out_dir, cuda)
             seconds = time.perf_counter() - start
             stamp.write_text(fingerprint)
         self._loaded[layer] = fingerprint
         built = library.stat().st_mtime_ns != built_before
         if built:
-            print(f"myops: built layer {layer} in {seconds:.1f} s", flush=True)
+            first = f" ({precompiling:.1f} s of it precompiling {PRECOMPILED_HEADER})" if precompiling else ""
+            print(f"myops: built layer {layer} in {seconds:.1f} s{first}", flush=True)
         return LoadResult(layer, library, built=built, seconds=seconds if built else None)
 
-    def _compile_and_load(self, layer: str, out_dir: Path, cuda: bool) -> None:
+    def _compile_and_load(self, layer: str, out_dir: Path, cuda: bool) -> float | None:
+        """Compiles and loads the layer; returns the seconds spent precompiling the header first, if any."""
         cpp_extension = _cpp_extension()
         includes = [str(self.csrc_dir)] + (toolchain.cuda_include_paths() if cuda else [])
+        sources = self.sources(layer)
+        has_cpp = any(source.suffix == ".cpp" for source in sources)  # nvcc compiles .cu files without it
+        precompiled, precompiling = precompiled_header(cpp_extension, cuda) if has_cpp else ([], None)
         try:
             with self._cuda_environment(cpp_extension) if cuda else contextlib.nullcontext():
                 cpp_extension.load(
                     name=self.library_name(layer),
-                    sources=[str(p) for p in self.sources(layer)],
+                    sources=[str(p) for p in sources],
                     # fresh lists: cpp_extension appends to the lists it is given
-                    extra_cflags=list(CXX_FLAGS),
+                    extra_cflags=[*CXX_FLAGS, *precompiled],
                     extra_cuda_cflags=list(CUDA_FLAGS),
                     extra_ldflags=list(LD_FLAGS),
                     extra_include_paths=includes,
@@ -265,30 +294,27 @@ class Builder:
             raise LayerBuildError(
                 f"myops: layer {layer!r} failed to compile. First error:\n"
                 f"{_first_compiler_error(str(error))}\n(full log: {relative_path(log)})") from None
+        return precompiling
 
     @contextlib.contextmanager
     def _exclusive(self, layer: str, out_dir: Path):
         """One build of a layer at a time across processes, and recovery from a killed build.
 
-        The kernel drops a flock when its holder dies, so this lock can never go stale. While holding
-        it we know no other build is running: a leftover marker means the last build was killed, and
-        cpp_extension's own `lock` file from then (torch <= 2.13 waits forever on it) is stale.
+        The lock can never go stale (see _locked). While holding it we know no other build is running:
+        a leftover marker means the last build was killed, and cpp_extension's own `lock` file from then
+        (torch <= 2.13 waits forever on it) is stale.
         """
         marker = out_dir / "BUILDING"
-        with open(out_dir / ".myops.lock", "w") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
+        with _locked(out_dir):
+            if marker.exists():
+                (out_dir / "lock").unlink(missing_ok=True)
+                print(f"myops: layer {layer}: an earlier build was interrupted; removed its stale "
+                      "lock and building again", flush=True)
+            marker.write_text(str(os.getpid()))
             try:
-                if marker.exists():
-                    (out_dir / "lock").unlink(missing_ok=True)
-                    print(f"myops: layer {layer}: an earlier build was interrupted; removed its stale "
-                          "lock and building again", flush=True)
-                marker.write_text(str(os.getpid()))
-                try:
-                    yield
-                finally:
-                    marker.unlink(missing_ok=True)
+                yield
             finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+                marker.unlink(missing_ok=True)
 
     @staticmethod
     @contextlib.contextmanager
@@ -309,6 +335,52 @@ class Builder:
                     os.environ.pop(key, None)
                 else:
                     os.environ[key] = value
+
+
+def _compiler_macros(compiler: str) -> str:
+    """What the compiler predefines: says which compiler it is, and its version."""
+    result = subprocess.run([compiler, "-dM", "-E", "-x", "c++", os.devnull], capture_output=True, text=True,
+                            timeout=60)
+    return result.stdout if result.returncode == 0 else ""
+
+
+def precompiled_header(cpp_extension, cuda: bool = False,
+                       directory: Path = PRECOMPILED_HEADER_DIR) -> tuple[list[str], float | None]:
+    """The flags that make a layer's C++ compiles read the precompiled torch headers, and the seconds spent
+    precompiling them when this torch, compiler and flag set had no image yet (see NOTE [ The precompiled
+    header ]). GCC only: for another compiler, or with MYOPS_PRECOMPILED_HEADER=0, no flags."""
+    if os.environ.get("MYOPS_PRECOMPILED_HEADER") == "0":
+        return [], None
+    compiler = os.environ.get("CXX", "c++")
+    macros = _compiler_macros(compiler)
+    if "__GNUC__" not in macros or "__clang__" in macros:
+        return [], None
+    # The flags cpp_extension gives every C++ file of a build (its name define aside: the header never reads
+    # it), then ours.
+    system_includes = cpp_extension.include_paths("cuda" if cuda else "cpu") + [
+        sysconfig.get_path("include", scheme="posix_prefix")]
+    flags = ["-DTORCH_API_INCLUDE_EXTENSION_H", *(f for p in system_includes for f in ("-isystem", p)),
+             "-fPIC", "-std=c++20", *CXX_FLAGS]
+    digest = hashlib.sha256(f"{torch.__version__}|{compiler}|{macros}|{flags}".encode()).hexdigest()[:16]
+    out_dir = directory / digest  # one image per flag set: CPU and CUDA builds differ
+    header = out_dir / "precompiled.h"
+    image = out_dir / "precompiled.h.gch"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    seconds = None
+    with _locked(out_dir):  # a killed build leaves only a .tmp file behind
+        if not image.is_file():
+            start = time.perf_counter()
+            header.write_text(f"#include <{PRECOMPILED_HEADER}>\n")
+            partial = image.with_suffix(".tmp")
+            result = subprocess.run([compiler, *flags, "-x", "c++-header", str(header), "-o", str(partial)],
+                                    capture_output=True, text=True, timeout=600)
+            if result.returncode != 0:  # not fatal: the layers then parse the header as text
+                print(f"myops: could not precompile {PRECOMPILED_HEADER}; compiling without it:\n"
+                      f"{_first_compiler_error(result.stderr)}", flush=True)
+                return [], None
+            partial.rename(image)
+            seconds = time.perf_counter() - start
+    return ["-include", str(header)], seconds
 
 
 _BUILDER = Builder(REPO_ROOT / "csrc", REPO_ROOT / "build")

@@ -84,7 +84,8 @@ def _sync(device: str) -> str:
 
 
 def myadd_bandwidth(exponents, device="cpu", min_run_time=0.2) -> list[dict]:
-    """GB/s of myops.myadd, torch.add and a plain copy (the bandwidth bound) for 2**e float32 elements."""
+    """GB/s of myops.myadd, torch.add and a plain copy (the bandwidth bound) for 2**e float32 elements, and the
+    ratio to ATen's add called through torch.ops as ours is."""
     threads = torch.get_num_threads()
     rows = []
     for e in exponents:
@@ -97,6 +98,9 @@ def myadd_bandwidth(exponents, device="cpu", min_run_time=0.2) -> list[dict]:
             "myadd": _median_seconds("fn(a, b)" + _sync(device), threads, min_run_time, a=a, b=b,
                                      fn=torch.ops.myops.myadd.default),
             "torch.add": _median_seconds("fn(a, b)" + _sync(device), threads, min_run_time, a=a, b=b, fn=torch.add),
+            # ATen's add entered as ours is (see call_overhead): the kernels compared without the entry's cost
+            "aten.add": _median_seconds("fn(a, b)" + _sync(device), threads, min_run_time, a=a, b=b,
+                                        fn=torch.ops.aten.add.Tensor),
             "copy": _median_seconds("out.copy_(a)" + _sync(device), threads, min_run_time, a=a, out=out),
         }
         rows.append({
@@ -105,6 +109,7 @@ def myadd_bandwidth(exponents, device="cpu", min_run_time=0.2) -> list[dict]:
             "aten_GBps": add_bytes / seconds["torch.add"] / 1e9,
             "copy_GBps": copy_bytes / seconds["copy"] / 1e9,
             "ratio_vs_aten": seconds["torch.add"] / seconds["myadd"],
+            "ratio_vs_aten_same_entry": seconds["aten.add"] / seconds["myadd"],
         })
     return rows
 
@@ -165,12 +170,14 @@ def call_overhead(elements=16, min_run_time=0.5, rounds=5) -> dict:
 
 
 # -- build times -------------------------------------------------------------------------------------
-def _cold_build_seconds(csrc: Path, layer: str, prefix: str) -> float:
-    """Build `layer` of `csrc` into a fresh directory, in a fresh process; the helper's own timing."""
+def _cold_build_seconds(csrc: Path, layer: str, prefix: str, precompiled_header: bool = True) -> float:
+    """Build `layer` of `csrc` into a fresh directory, in a fresh process; the helper's own timing. The
+    precompiled header, built once per machine, is used as it is (or not at all)."""
+    env = {**os.environ, "MYOPS_PRECOMPILED_HEADER": "1" if precompiled_header else "0"}
     with tempfile.TemporaryDirectory(dir=REPO_ROOT / "build") as build_dir:
         result = subprocess.run([sys.executable, "-m", "myops.build", "--json", "--csrc", str(csrc), "--build",
                                  build_dir, "--prefix", prefix, layer], capture_output=True, text=True, check=True,
-                                timeout=1800)
+                                timeout=1800, env=env)
     rows = [json.loads(line) for line in result.stdout.splitlines()]
     return next(row["seconds"] for row in rows if row["layer"] == layer)  # the layers it needs come first
 
@@ -181,8 +188,20 @@ def _with_extension_header(source: str) -> str:
     return "#include <torch/extension.h>\n" + body
 
 
+def precompile_seconds() -> float | None:
+    """How long the one-time precompiled header takes (built into a scratch folder; None: not used here)."""
+    from torch.utils import cpp_extension
+
+    from myops import build
+
+    (REPO_ROOT / "build").mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=REPO_ROOT / "build") as scratch:
+        return build.precompiled_header(cpp_extension, directory=Path(scratch))[1]
+
+
 def build_times(layers=("schema", "cpu", "composite", "autograd", "inplace_or_view", "autocast", "meta")) -> list[dict]:
-    """Cold build seconds of each .cpp layer as written, and with <torch/extension.h> instead."""
+    """Cold build seconds of each .cpp layer as written (with the precompiled header, already made), without
+    the precompiled header, and with <torch/extension.h> instead."""
     (REPO_ROOT / "build").mkdir(exist_ok=True)
     rows = []
     with tempfile.TemporaryDirectory(dir=REPO_ROOT / "build") as tree:
@@ -195,6 +214,7 @@ def build_times(layers=("schema", "cpu", "composite", "autograd", "inplace_or_vi
                 "layer": layer,
                 "files": len(Builder(REPO_ROOT / "csrc", REPO_ROOT / "build").sources(layer)),
                 "seconds": _cold_build_seconds(REPO_ROOT / "csrc", layer, "bench_"),
+                "no_pch_seconds": _cold_build_seconds(REPO_ROOT / "csrc", layer, "bench_", precompiled_header=False),
                 "extension_h_seconds": _cold_build_seconds(heavy, layer, "bench_heavy_"),
             })
             rows[-1]["ratio"] = rows[-1]["seconds"] / rows[-1]["extension_h_seconds"]
@@ -287,19 +307,23 @@ def plot_vmap(batch_sizes, fallback_seconds, rule_seconds, title):
     return fig
 
 
-def plot_build_times(rows, env=None):
+def plot_build_times(rows, env=None, precompile=None):
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(7, 3.2))
+    fig = Figure(figsize=(7, 4.2))
     ax = fig.subplots()
     layers = [r["layer"] for r in rows]
     x = range(len(layers))
-    ax.bar([i - 0.2 for i in x], [r["seconds"] for r in rows], width=0.4, label="per-operator headers")
-    ax.bar([i + 0.2 for i in x], [r["extension_h_seconds"] for r in rows], width=0.4, label="<torch/extension.h>")
+    once = f" (made once: {precompile:.1f} s)" if precompile else ""
+    ax.bar([i - 0.27 for i in x], [r["seconds"] for r in rows], width=0.27,
+           label=f"per-operator headers, precompiled torch/library.h{once}")
+    ax.bar(list(x), [r["no_pch_seconds"] for r in rows], width=0.27, label="per-operator headers, nothing precompiled")
+    ax.bar([i + 0.27 for i in x], [r["extension_h_seconds"] for r in rows], width=0.27,
+           label="<torch/extension.h>, precompiled torch/library.h")
     ax.set_xticks(list(x), layers, rotation=20)
     ax.set_ylabel("cold build, seconds")
     if env is not None:
         _title(ax, "cold builds", env)
-    ax.legend()
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.28), fontsize=8, frameon=False)
     fig.tight_layout()
     return fig

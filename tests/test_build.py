@@ -1,6 +1,8 @@
 """The build helper: no-op when up to date, refuses stale reloads, recovers killed builds, clear errors."""
 import json
 import os
+import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -343,3 +345,23 @@ def test_libraries_load_only_from_the_build_directory(layers):
     mapped = {line.split()[-1] for line in open("/proc/self/maps") if "myops_" in line and line.endswith(".so\n")}
     assert mapped, "no myops library is mapped"
     assert all(Path(path).is_relative_to(build.REPO_ROOT / "build") for path in mapped), mapped
+
+
+def test_layers_read_the_precompiled_header(layers):
+    # GCC parses the header as text, silently, when its image was made with other flags than a compile's. With
+    # a mismatch made an error, compile with exactly the flags cpp_extension gave a layer, and with one changed.
+    ninja = (build.REPO_ROOT / "build" / "cpu" / "build.ninja").read_text()
+    cflags = shlex.split(re.search(r"^cflags = (.*)$", ninja, flags=re.MULTILINE).group(1))
+    from torch.utils import cpp_extension
+
+    flags, _ = build.precompiled_header(cpp_extension)
+    if not flags:
+        pytest.skip("the compiler is not GCC: layers compile without the precompiled header")
+    assert flags[0] in cflags and cflags[cflags.index(flags[0]) + 1] == flags[1]
+
+    def compile_with(*changed):
+        return subprocess.run([os.environ.get("CXX", "c++"), *cflags, *changed, "-Werror=invalid-pch", "-fsyntax-only",
+                               "-x", "c++", "-"], input="int f();\n", capture_output=True, text=True, timeout=120)
+
+    assert compile_with().returncode == 0, compile_with().stderr
+    assert "differen" in compile_with("-fno-PIC").stderr  # "created and used with different settings of -fpic"

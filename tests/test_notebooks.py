@@ -72,5 +72,7 @@ def test_sanitize_file_removes_build_progress_only():
 
     warm = "loaded layers: ['schema', 'cpu']\n"
     assert sanitize("myops: built layer schema in 5.3 s\nmyops: built layer cpu in 12.0 s\n" + warm) == warm
+    first = "myops: built layer schema in 10.7 s (8.9 s of it precompiling torch/library.h)\n"
+    assert sanitize(first + warm) == warm
     assert sanitize(warm) == warm
     assert sanitize("CPU: registered at /x/y.cpp:12 [kernel]") == "CPU: registered at SOURCE [kernel]"
