@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
-#include <utility>
+#include <tuple>
 
 namespace myops::cuda {
 
@@ -20,14 +20,14 @@ constexpr int64_t kMaxGridX = 2147483647;
 // How many blocks of `threads` threads of `kernel` fit on one streaming multiprocessor of the current
 // GPU at once, as the CUDA occupancy calculator says (it weighs registers, shared memory and the
 // block limit of that GPU). Asked at the first launch on each device and remembered: a GPU is needed to
-// answer, so it must never run while the library loads, and the answer depends only on the kernel and
-// the GPU model.
+// answer, so it must never run while the library loads, and the answer depends only on the kernel, the
+// block size and the GPU model.
 inline int resident_blocks_per_sm(const void* kernel, int threads) {
   static std::mutex mutex;
-  static std::map<std::pair<const void*, int>, int> known;
+  static std::map<std::tuple<const void*, int, int>, int> known;
   const int device = c10::cuda::current_device();
   const std::lock_guard<std::mutex> lock(mutex);
-  auto [entry, inserted] = known.try_emplace({kernel, device}, 0);
+  auto [entry, inserted] = known.try_emplace({kernel, threads, device}, 0);
   if (inserted) {
     C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&entry->second, kernel, threads, 0));
   }
