@@ -24,9 +24,11 @@ def test_matches_aten(layers, name, dtype, device):
     torch.testing.assert_close(result, torch.matmul(x, y), rtol=rtol, atol=atol)
 
 
-# Sizes around the blocking of the kernel (register tiles of 6 rows and 16 to 32 columns, row blocks
-# of up to 96, depth slices of 256), in every layout that packing has to read.
-EDGE_SIZES = [(1, 1, 1), (7, 17, 63), (17, 63, 7), (63, 65, 129), (65, 257, 17), (129, 7, 65), (97, 513, 33)]
+# Sizes around the blocking of the kernel (register tiles of 6 rows and 16 to 32 columns, or 12 rows and one
+# vector for an output at most that wide; row blocks of up to 96, depth slices of 256), in every layout that
+# packing has to read; 20 x 300 x 16 reads a contiguous `other` in place with float32 narrow tiles.
+EDGE_SIZES = [(1, 1, 1), (7, 17, 63), (17, 63, 7), (63, 65, 129), (65, 257, 17), (129, 7, 65), (97, 513, 33),
+              (20, 300, 16)]
 LAYOUTS = {
     "contiguous": lambda t: t,
     "transposed": lambda t: t.t().contiguous().t(),  # same values, column-major strides
@@ -52,8 +54,9 @@ def test_edges_and_layouts(layers, layout, size, dtype, device):
 def _product_bits(threads):
     torch.manual_seed(0)
     torch.set_num_threads(threads)
-    return {str(dtype): myops.mymatmul(torch.randn(203, 517, dtype=dtype), torch.randn(517, 131, dtype=dtype))
-            for dtype in FLOAT_DTYPES}
+    # 131 columns take the wide tiles, 13 the narrow ones (one vector wide); both go parallel.
+    return {(str(dtype), m): myops.mymatmul(torch.randn(203, 517, dtype=dtype), torch.randn(517, m, dtype=dtype))
+            for dtype in FLOAT_DTYPES for m in (131, 13)}
 
 
 def test_bit_for_bit_across_runs_and_thread_counts(layers):

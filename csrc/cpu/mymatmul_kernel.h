@@ -85,14 +85,16 @@ inline void micro_kernel_plain(const acc_t* a_panel, const acc_t* b_panel, int64
 
 // BEGIN blocking
 // Block sizes, in elements. Two vectors per tile row and six rows keep 12 accumulators, two b vectors
-// and one broadcast value in registers. A packed b panel (kKc x kNr) should stay in L1 while the a panels
-// of a block (kMc x kKc) stream from L2. A portable build, whose 16 SSE registers hold only 64 floats,
-// gets the 4 x 8 tile that the compiler's vectorizer can keep in them.
-template <typename acc_t>
+// and one broadcast value in registers. An output at most one vector wide would leave half of those lanes
+// idle: it gets tiles of twelve rows by one vector instead (12 accumulators again). A packed b panel
+// (kKc x kNr) should stay in L1 while the a panels of a block (kMc x kKc) stream from L2. A portable
+// build, whose 16 SSE registers hold only 64 floats, gets the 4 x 8 tile that the compiler's vectorizer
+// can keep in them.
+template <typename acc_t, bool kNarrow = false>
 struct Blocking {
   static constexpr bool kNativeVectors = at::vec::is_vec_specialized_for_v<acc_t>;
-  static constexpr int64_t kMr = kNativeVectors ? 6 : 4;
-  static constexpr int64_t kNr = kNativeVectors ? 2 * at::vec::Vectorized<acc_t>::size() : 8;
+  static constexpr int64_t kMr = kNativeVectors ? (kNarrow ? 12 : 6) : 4;
+  static constexpr int64_t kNr = kNativeVectors ? (kNarrow ? 1 : 2) * at::vec::Vectorized<acc_t>::size() : 8;
   static constexpr int64_t kKc = 256;
   static constexpr int64_t kMc = 96;  // a multiple of kMr
 };
@@ -147,10 +149,9 @@ acc_t* packing_buffer(int64_t size) {
 // BEGIN kernel
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-template <typename scalar_t, bool kVectorized, bool kThreaded>
-void mymatmul_blocked(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
+template <typename scalar_t, bool kVectorized, bool kThreaded, typename B>
+void mymatmul_tiled(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
   using acc_t = at::opmath_type<scalar_t>;  // float for half, bfloat16 and float; double for double
-  using B = Blocking<acc_t>;
   constexpr int64_t kMr = B::kMr, kNr = B::kNr;
   // A portable build has only the generic Vectorized, an array with scalar loops (see cpu/vectorized.h):
   // the plain micro-kernel, which the compiler vectorizes itself, is much faster there.
@@ -240,6 +241,18 @@ void mymatmul_blocked(const at::Tensor& self, const at::Tensor& other, at::Tenso
   });
   if constexpr (kSeparateAcc) {
     out.copy_(acc_tensor);  // round once, at the end
+  }
+}
+
+// The tile shape is chosen by the width of the output (see Blocking). Every element is the same chain of
+// multiply-adds in either shape, so the choice never changes a result.
+template <typename scalar_t, bool kVectorized, bool kThreaded>
+void mymatmul_blocked(const at::Tensor& self, const at::Tensor& other, at::Tensor& out) {
+  using acc_t = at::opmath_type<scalar_t>;
+  if (kVectorized && other.size(1) <= at::vec::Vectorized<acc_t>::size()) {
+    mymatmul_tiled<scalar_t, kVectorized, kThreaded, Blocking<acc_t, /*kNarrow=*/true>>(self, other, out);
+  } else {
+    mymatmul_tiled<scalar_t, kVectorized, kThreaded, Blocking<acc_t>>(self, other, out);
   }
 }
 // END kernel
