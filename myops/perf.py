@@ -149,11 +149,30 @@ def mymatmul_steps(n, dtype=torch.float32, steps=MATMUL_STEPS, min_run_time=0.2)
     return result
 
 
-def call_overhead(elements=16, min_run_time=0.5, rounds=5) -> dict:
-    """Microseconds per call on tiny tensors, where the time is all dispatch and Python.
+def _fastest_micros(timings: dict[str, tuple[str, dict]], num_threads: int, min_run_time: float,
+                    rounds: int) -> dict[str, float]:
+    """Microseconds per run of each (statement, values), timed in turn `rounds` times; each keeps its fastest
+    round. Other work on the machine only ever adds time, so the minimum is the cost of the call itself, and
+    taking turns exposes every statement to the same bursts of it."""
+    micros = {name: float("inf") for name in timings}
+    for _ in range(rounds):
+        for name, (stmt, values) in timings.items():
+            seconds = _median_seconds(stmt, num_threads, min_run_time / rounds, **values)
+            micros[name] = min(micros[name], seconds * 1e6)
+    return micros
 
-    The calls are timed in turn, `rounds` times, and each keeps its fastest round: other work on the machine only
-    ever adds time, so the minimum is the cost of the call itself."""
+
+def fastest_micros(calls: dict, *args, min_run_time: float = 0.5, rounds: int = 5, num_threads: int = 1) -> dict:
+    """Microseconds per call fn(*args) for each name -> fn of `calls`, compared fairly on a busy machine (the
+    calls take turns, each keeps its fastest round); `min_run_time` is the total per call."""
+    timings = {name: ("fn(*args)", {"fn": fn, "args": args}) for name, fn in calls.items()}
+    return _fastest_micros(timings, num_threads, min_run_time, rounds)
+
+
+def call_overhead(elements=16, min_run_time=0.5, rounds=5) -> dict:
+    """Microseconds per call on tiny tensors, where the time is all dispatch and Python, on one thread.
+
+    Each call is written out in full: the attribute lookups of torch.ops are part of what a caller pays."""
     a, b = torch.randn(elements), torch.randn(elements)
     calls = {  # ATen's add through torch.ops enters as ours does: the gap to torch.add is the entry, not the kernels
         "torch.add": "torch.add(a, b)",
@@ -161,10 +180,8 @@ def call_overhead(elements=16, min_run_time=0.5, rounds=5) -> dict:
         "torch.ops.myops.myadd": "torch.ops.myops.myadd(a, b)",
         "torch.ops.myops.myadd.default": "torch.ops.myops.myadd.default(a, b)",
     }
-    micros = {name: float("inf") for name in calls}
-    for _ in range(rounds):
-        for name, stmt in calls.items():
-            micros[name] = min(micros[name], _median_seconds(stmt, 1, min_run_time / rounds, a=a, b=b) * 1e6)
+    micros = _fastest_micros({name: (stmt, {"a": a, "b": b}) for name, stmt in calls.items()}, 1, min_run_time,
+                             rounds)
     micros["ratio_vs_aten"] = micros["torch.ops.myops.myadd"] / micros["torch.add"]
     return micros
 

@@ -2,6 +2,7 @@
 import json
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -18,6 +19,14 @@ def test_measurements_have_every_field(layers):
     assert matmul["n"] == 32 and matmul["mymatmul_GFLOPs"] > 0 and matmul["ratio_vs_aten"] > 0
     overhead = perf.call_overhead(min_run_time=0.01)
     assert overhead["ratio_vs_aten"] == overhead["torch.ops.myops.myadd"] / overhead["torch.add"]
+
+
+def test_fastest_micros_times_each_call_with_its_arguments():
+    seen = []
+    calls = {"quick": lambda x: seen.append(x), "half a millisecond": lambda x: time.sleep(5e-4)}
+    micros = perf.fastest_micros(calls, "argument", min_run_time=0.03, rounds=3)
+    assert list(micros) == list(calls) and set(seen) == {"argument"}
+    assert micros["half a millisecond"] >= 500 > 50 > micros["quick"] > 0  # sleep never returns early
 
 
 def test_environment_names_the_machine_and_the_flags():
