@@ -7,9 +7,9 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <map>
-#include <mutex>
 #include <tuple>
+
+#include "cuda/memo.h"
 
 namespace myops::cuda {
 
@@ -19,19 +19,16 @@ constexpr int64_t kMaxGridX = 2147483647;
 // BEGIN occupancy
 // How many blocks of `threads` threads of `kernel` fit on one streaming multiprocessor of the current
 // GPU at once, as the CUDA occupancy calculator says (it weighs registers, shared memory and the
-// block limit of that GPU). Asked at the first launch on each device and remembered: a GPU is needed to
-// answer, so it must never run while the library loads, and the answer depends only on the kernel, the
-// block size and the GPU model.
+// block limit of that GPU). Asked at the first launch on each device and remembered once it is answered (a
+// query that fails throws, and the next launch asks again): a GPU is needed to answer, so it must never run
+// while the library loads, and the answer depends only on the kernel, the block size and the GPU model.
 inline int resident_blocks_per_sm(const void* kernel, int threads) {
-  static std::mutex mutex;
-  static std::map<std::tuple<const void*, int, int>, int> known;
-  const int device = c10::cuda::current_device();
-  const std::lock_guard<std::mutex> lock(mutex);
-  auto [entry, inserted] = known.try_emplace({kernel, threads, device}, 0);
-  if (inserted) {
-    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&entry->second, kernel, threads, 0));
-  }
-  return entry->second;
+  static Memo<std::tuple<const void*, int, int>, int> known;
+  return known.get({kernel, threads, c10::cuda::current_device()}, [&] {
+    int blocks = 0;
+    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, 0));
+    return blocks;
+  });
 }
 
 // Blocks for a grid-stride kernel with `work_blocks` blocks' worth of work: enough to keep every SM
