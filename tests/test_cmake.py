@@ -1,6 +1,8 @@
 """csrc/CMakeLists.txt builds one libmyops.so that torch.ops.load_library users can load, with the
 seed tutorial's own command and no system CUDA toolkit."""
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -92,6 +94,37 @@ def test_cuda_layer_builds_with_cmake4_without_a_system_toolkit():
                                 "-DMYOPS_WITH_CUDA=ON", "-DMYOPS_LAYERS=cuda", "-DCMAKE_DISABLE_PRECOMPILE_HEADERS=ON",
                                 f"-DTORCH_CUDA_ARCH_LIST={toolchain.DEFAULT_CUDA_ARCH_LIST}", wrap=without_system_cuda)
     assert layers == "cuda"
+
+
+def cuda_architectures(command: str) -> set[str]:
+    """What nvcc is asked to emit, as ("sm_80": machine code, "compute_80": PTX), whichever flag asks for it."""
+    found = set()
+    for arch, codes in re.findall(r"(?:-gencode[= ]|--generate-code=)arch=compute_(\d+),code=\[?([\w,]+)\]?", command):
+        found.update(codes.split(","))
+    found.update(re.findall(r"(?:-arch[= ]|--gpu-architecture[= ])(\w+)", command))
+    return found
+
+
+@needs_cuda_torch
+@pytest.mark.skipif(CMAKE4 is None, reason="the pinned CMake 4 is not installed")
+@pytest.mark.parametrize("arch_list, expected", [("8.0+PTX", {"sm_80", "compute_80"}),
+                                                 ("9.0;10.0", {"sm_90", "sm_100"})])
+def test_cuda_compile_lines_carry_the_requested_architectures(tmp_path, arch_list, expected):
+    """TORCH_CUDA_ARCH_LIST decides the machine code of csrc/cuda, and nothing else adds an architecture.
+
+    torch's config enables the CUDA language itself, turns CMAKE_CUDA_ARCHITECTURES off and appends its -gencode
+    flags to CMAKE_CUDA_FLAGS, which native CUDA targets use. Configure only: the compile lines are read from
+    compile_commands.json, nothing is compiled.
+    """
+    result = subprocess.run([CMAKES[CMAKE4], "-S", str(REPO_ROOT / "csrc"), "-B", str(tmp_path), *SEED_ARGS,
+                             "-DMYOPS_WITH_CUDA=ON", "-DMYOPS_LAYERS=cuda", "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON",
+                             f"-DTORCH_CUDA_ARCH_LIST={arch_list}"], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr
+    commands = json.loads((tmp_path / "compile_commands.json").read_text())
+    cuda = {Path(entry["file"]).name: cuda_architectures(entry["command"]) for entry in commands
+            if entry["file"].endswith(".cu")}
+    assert sorted(cuda) == sorted(path.name for path in (REPO_ROOT / "csrc" / "cuda").glob("*.cu"))
+    assert all(found == expected for found in cuda.values()), cuda
 
 
 @needs_cuda_torch
