@@ -5,12 +5,23 @@ runs each code cell a second time in the same kernel: what a learner does with R
 allowed on the second run (a "before" check fails once its layer is loaded, as it should); a dead kernel is not. It
 would mean a cell loads C++ a process cannot take twice (see LayerReloadError in myops/build.py) or otherwise kills
 the kernel. Reusing nbval's kernel spares a third execution of every notebook.
+
+Where the notebook packages are not installed (a GPU machine's own Python, say), `tests/` still runs: the nbval
+options of pyproject.toml's addopts are accepted and do nothing, and no notebook is collected.
 """
 import time
 from queue import Empty
 
 import pytest
-from nbval.plugin import IPyNbFile
+
+try:
+    from nbval.plugin import IPyNbFile
+except ImportError:
+    IPyNbFile = None
+
+# The nbval options pyproject.toml's addopts passes: (flag, takes a value).
+NBVAL_OPTIONS = (("--nbval", False), ("--nbval-current-env", False), ("--nbval-sanitize-with", True),
+                 ("--nbval-cell-timeout", True))
 
 RERUN_NAME = "every cell again"
 
@@ -60,8 +71,24 @@ def _run(kernel, source: str, timeout: float) -> str:
     return "timeout"
 
 
+def pytest_addoption(parser):
+    if IPyNbFile is None:
+        group = parser.getgroup("nbval (not installed)")
+        for flag, takes_value in NBVAL_OPTIONS:
+            group.addoption(flag, action="store" if takes_value else "store_true",
+                            help="accepted without effect: nbval is not installed, so no notebook is collected")
+
+
+def pytest_report_header(config):
+    if IPyNbFile is None:
+        return "notebooks: not collected (nbval is not installed here; tests/ only)"
+    return None
+
+
 def pytest_collection_modifyitems(session, config, items):
     """Put an "every cell again" item right after the last cell of each notebook."""
+    if IPyNbFile is None:
+        return
     last_index = {}
     for index, item in enumerate(items):
         if isinstance(item.parent, IPyNbFile):

@@ -430,6 +430,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--build", type=Path, default=REPO_ROOT / "build", help="where the libraries go")
     parser.add_argument("--prefix", default="myops_", help="library name prefix")
     parser.add_argument("--json", action="store_true", help="print one JSON object per layer instead of text")
+    parser.add_argument("--jobs", "-j", type=int, default=1, metavar="N",
+                        help="build up to N layers at once, each in a process of its own, a layer once the "
+                             "layers it needs are built (default: 1, every layer in this process)")
     args = parser.parse_args(argv)
     builder = Builder(args.csrc, args.build, args.prefix)
     try:
@@ -440,6 +443,8 @@ def main(argv: list[str] | None = None) -> int:
     out = sys.stdout
     # In JSON mode the human-readable lines go to stderr, so stdout is JSON only.
     with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
+        if args.jobs > 1:
+            return _build_in_parallel(builder, args, names, out)
         for layer in names:
             try:
                 result = builder.load(layer).to_json()
@@ -447,15 +452,74 @@ def main(argv: list[str] | None = None) -> int:
                 if layer in args.layers:
                     print(error, file=sys.stderr)
                     return 1
-                result = {"layer": layer, "skipped": str(error)}
-                if not args.json:
-                    print(f"{error}; skipping it", flush=True)
+                result = _skipped_layer(layer, error, args.json)
             except LayerBuildError as error:
                 print(error, file=sys.stderr)
                 return 1
             if args.json:
                 print(json.dumps(result), file=out, flush=True)
     return 0
+
+
+def _skipped_layer(layer: str, error: LayerUnavailableError, as_json: bool) -> dict:
+    if not as_json:
+        print(f"{error}; skipping it", flush=True)
+    return {"layer": layer, "skipped": str(error)}
+
+
+def _build_in_parallel(builder: Builder, args, names: list[str], out) -> int:
+    """`main` with --jobs N: each layer built by a `python -m myops.build LAYER` of its own, N at a time.
+
+    A child loads the layers its layer needs first; those are built already, so it only loads them. The per-layer
+    locks (Builder._exclusive) and the precompiled header's keep children from building one thing twice.
+    """
+    pending, running, done, failed = list(names), {}, set(), False
+    results: dict[str, dict] = {}
+    common = ["--csrc", str(args.csrc), "--build", str(args.build), "--prefix", args.prefix, "--json"]
+    while pending or running:
+        for layer in [name for name in pending if set(builder.layer(name).needs) <= done]:
+            if failed or len(running) >= args.jobs:
+                break
+            pending.remove(layer)
+            if builder.is_cuda(layer) and (reason := toolchain.cuda_skip_reason()):
+                error = LayerUnavailableError(f"myops: layer {layer!r} cannot be built here: {reason}")
+                if layer in args.layers:
+                    print(error, file=sys.stderr)
+                    failed = True
+                    continue
+                results[layer] = _skipped_layer(layer, error, args.json)
+                done.add(layer)
+                continue
+            running[layer] = subprocess.Popen([sys.executable, "-m", "myops.build", *common, layer],
+                                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if failed and not running:
+            break
+        if not running:  # every pending layer waits on one that failed or was skipped
+            break
+        finished = _wait_for_any(running)
+        child = running.pop(finished)
+        stdout, stderr = child.communicate()
+        if child.returncode != 0:
+            print(stderr.rstrip(), file=sys.stderr, flush=True)
+            failed = True
+            continue
+        print("".join(line + "\n" for line in stderr.splitlines() if line.startswith("myops: built layer")),
+              end="", flush=True)
+        results[finished] = next(r for r in map(json.loads, stdout.splitlines()) if r["layer"] == finished)
+        done.add(finished)
+    if args.json:
+        for layer in names:
+            if layer in results:
+                print(json.dumps(results[layer]), file=out, flush=True)
+    return 1 if failed or pending else 0
+
+
+def _wait_for_any(running: dict[str, subprocess.Popen]) -> str:
+    while True:
+        for layer, child in running.items():
+            if child.poll() is not None:
+                return layer
+        time.sleep(0.05)
 
 
 if __name__ == "__main__":

@@ -3,8 +3,6 @@ from __future__ import annotations
 
 import textwrap
 
-from IPython.display import Code
-
 from myops.build import REPO_ROOT
 
 CSRC = REPO_ROOT / "csrc"
@@ -22,7 +20,9 @@ def source_slice(path: str, name: str | None = None) -> str:
     return textwrap.dedent(body).rstrip() + "\n"
 
 
-def show(path: str, name: str | None = None) -> Code:
-    """Display csrc/<path> (or one named slice of it) as highlighted C++/CUDA."""
+def show(path: str, name: str | None = None):
+    """Display csrc/<path> (or one named slice of it) as highlighted C++/CUDA (an IPython `Code` object)."""
+    from IPython.display import Code  # only notebooks display: tests/ runs without IPython
+
     language = "cuda" if path.endswith((".cu", ".cuh")) else "cpp"
     return Code(source_slice(path, name), language=language)

@@ -1,15 +1,17 @@
 """Where the CUDA layer can be compiled, and with which toolkit and architectures.
 
-The toolkit is the one pip installs beside torch (requirements.txt pins `nvidia-cuda-nvcc`,
-`nvidia-nvvm` and `nvidia-cuda-crt` to torch's CUDA release), so the CUDA layer compiles and registers on
-every Linux machine with the pinned torch, GPU or not, system toolkit or not. A system toolkit is used
-only when the user names it with CUDA_HOME (or CUDA_PATH).
+The toolkit, in this order: the one the user names with CUDA_HOME (or CUDA_PATH); the one pip installs beside
+torch (requirements.txt pins `nvidia-cuda-nvcc`, `nvidia-nvvm` and `nvidia-cuda-crt` to torch's CUDA release), so
+the CUDA layer compiles and registers on every Linux machine with the pinned torch, GPU or not; else a system
+toolkit of torch's CUDA major version: the one whose nvcc is first on PATH, or /usr/local/cuda (a GPU machine's
+own Python often has no pip nvcc).
 """
 from __future__ import annotations
 
 import fcntl
 import os
 import platform
+import re
 import shutil
 from pathlib import Path
 
@@ -22,6 +24,9 @@ DEFAULT_CUDA_ARCH_LIST = "8.0+PTX"
 
 # The pip toolkit laid out as nvcc and cpp_extension expect it (see toolkit_layout).
 TOOLKIT_LAYOUT_DIR = REPO_ROOT / "build" / "cuda-toolkit"
+
+# Where a system toolkit lives when no nvcc is on PATH.
+SYSTEM_TOOLKIT = Path("/usr/local/cuda")
 
 PIP_TOOLKIT_HINT = ("install the pinned CUDA compiler with `pip install -r requirements.txt` "
                     "(nvidia-cuda-nvcc, nvidia-nvvm, nvidia-cuda-crt), or set CUDA_HOME to a CUDA toolkit")
@@ -53,13 +58,42 @@ def user_cuda_home() -> Path | None:
     return Path(named) if named else None
 
 
+def toolkit_cuda_version(root: Path) -> str | None:
+    """The CUDA release of a toolkit root ("13.0"), read from its runtime header; None if unreadable."""
+    try:
+        header = (root / "include" / "cuda_runtime_api.h").read_text(errors="replace")
+    except OSError:
+        return None
+    found = re.search(r"#define\s+CUDART_VERSION\s+(\d+)", header)
+    return f"{int(found[1]) // 1000}.{int(found[1]) % 1000 // 10}" if found else None
+
+
+def system_toolkit_root() -> Path | None:
+    """A system toolkit for torch's CUDA major version: the one of the first nvcc on PATH, else /usr/local/cuda.
+
+    A toolkit of another major version is passed over: torch's cpp_extension refuses to build with it.
+    """
+    nvcc = shutil.which("nvcc")
+    # resolve(): /usr/local/cuda/bin is often a link to /usr/local/cuda-13.0/bin; the root is beside the real bin/
+    candidates = ([Path(nvcc).resolve().parent.parent] if nvcc else []) + [SYSTEM_TOOLKIT]
+    major = (torch.version.cuda or "").split(".")[0]
+    for root in candidates:
+        version = toolkit_cuda_version(root) if _is_toolkit_root(root) else None
+        if version is not None and version.split(".")[0] == major:
+            return root
+    return None
+
+
 def find_cuda_home() -> Path | None:
-    """The toolkit root to compile with: the user's CUDA_HOME, else the pip toolkit's layout."""
+    """The toolkit root to compile with: the user's CUDA_HOME, else the pip toolkit's layout, else a system
+    toolkit of torch's CUDA major version."""
     named = user_cuda_home()
     if named is not None:
         return named if _is_toolkit_root(named) else None
     root = pip_toolkit_root()
-    return toolkit_layout(root) if root is not None else None
+    if root is not None:
+        return toolkit_layout(root)
+    return system_toolkit_root() if torch.version.cuda else None
 
 
 def cuda_skip_reason() -> str | None:
@@ -75,7 +109,8 @@ def cuda_skip_reason() -> str | None:
         return (f"CUDA_HOME={named} is not a CUDA toolkit (no bin/nvcc and include/cuda_runtime.h); "
                 "point it at one, or unset it to use the pip toolkit")
     if find_cuda_home() is None:
-        return f"no CUDA compiler for torch's CUDA {torch.version.cuda} found; {PIP_TOOLKIT_HINT}"
+        return (f"no CUDA compiler for torch's CUDA {torch.version.cuda} found (none from pip, none of CUDA "
+                f"{torch.version.cuda.split('.')[0]} on PATH or in {SYSTEM_TOOLKIT}); {PIP_TOOLKIT_HINT}")
     return None
 
 

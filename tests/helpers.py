@@ -50,11 +50,12 @@ needs_two_gpus = _with_marks(pytest.mark.cuda,
 
 
 def needs_gpu_memory(gib: float):
-    """Large-input tests: run only on a GPU with `gib` GiB free."""
+    """Large-input tests: run only on a GPU with `gib` GiB free; marked `large` (no compute-sanitizer pass)."""
     if not torch.cuda.is_available():
-        return needs_gpu
+        return _with_marks(pytest.mark.large, *GPU)
     free_gib = torch.cuda.mem_get_info()[0] / 2**30
-    return _with_marks(pytest.mark.cuda, pytest.mark.skipif(free_gib < gib, reason=f"needs {gib} GiB of free GPU memory"))
+    return _with_marks(pytest.mark.cuda, pytest.mark.large,
+                       pytest.mark.skipif(free_gib < gib, reason=f"needs {gib} GiB of free GPU memory"))
 
 
 # rtol, atol of a matrix product or a normalization against a float64 reference rounded to the dtype:

@@ -148,8 +148,10 @@ def test_missing_toolkit_reason(monkeypatch):
     monkeypatch.delenv("CUDA_HOME", raising=False)
     monkeypatch.delenv("CUDA_PATH", raising=False)
     monkeypatch.setattr(toolchain, "pip_toolkit_root", lambda: None)
+    monkeypatch.setattr(toolchain, "system_toolkit_root", lambda: None)
     assert toolchain.cuda_skip_reason() == (
-        "no CUDA compiler for torch's CUDA 13.0 found; install the pinned CUDA compiler with "
+        "no CUDA compiler for torch's CUDA 13.0 found (none from pip, none of CUDA 13 on PATH or in "
+        "/usr/local/cuda); install the pinned CUDA compiler with "
         "`pip install -r requirements.txt` (nvidia-cuda-nvcc, nvidia-nvvm, nvidia-cuda-crt), "
         "or set CUDA_HOME to a CUDA toolkit")
 
@@ -164,6 +166,39 @@ def fake_toolkit(root):
     for name in ("libcudart.so.13", "libnvrtc.so.13", "libnvrtc.alt.so.13", "libcudart_static.a"):
         (root / "lib" / name).write_text(name)
     return root
+
+
+def system_toolkit(root, cudart_version=13000):
+    """A system toolkit's layout (bin/, include/, lib64/) of one CUDA release."""
+    for folder in ("bin", "include", "lib64"):
+        (root / folder).mkdir(parents=True)
+    (root / "bin" / "nvcc").write_text("nvcc")
+    (root / "include" / "cuda_runtime.h").write_text("")
+    (root / "include" / "cuda_runtime_api.h").write_text(f"#define CUDART_VERSION {cudart_version}\n")
+    return root
+
+
+def test_without_pip_nvcc_the_system_toolkit_of_torchs_major_is_used(tmp_path, monkeypatch):
+    """A GPU machine's own Python: no pip nvcc; the toolkit is found through PATH (links resolved), else
+    /usr/local/cuda, and one of another CUDA major version is passed over."""
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
+    for name in ("CUDA_HOME", "CUDA_PATH"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(toolchain, "pip_toolkit_root", lambda: None)
+    on_path = system_toolkit(tmp_path / "cuda-13.0")
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "nvcc").symlink_to(on_path / "bin" / "nvcc")
+    (on_path / "bin" / "nvcc").chmod(0o755)
+    fallback = system_toolkit(tmp_path / "usr-local-cuda", cudart_version=13020)
+    monkeypatch.setattr(toolchain, "SYSTEM_TOOLKIT", fallback)
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    assert toolchain.toolkit_cuda_version(on_path) == "13.0" and toolchain.toolkit_cuda_version(fallback) == "13.2"
+    assert toolchain.find_cuda_home() == on_path and toolchain.cuda_skip_reason() is None
+    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
+    assert toolchain.find_cuda_home() == fallback
+    monkeypatch.setattr(torch.version, "cuda", "12.8")  # both toolkits are CUDA 13
+    assert toolchain.find_cuda_home() is None and toolchain.cuda_skip_reason().startswith(
+        "no CUDA compiler for torch's CUDA 12.8 found (none from pip, none of CUDA 12 on PATH or in ")
 
 
 def test_cuda_home_names_the_toolkit(tmp_path, monkeypatch):

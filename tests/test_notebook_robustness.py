@@ -3,13 +3,14 @@ import shutil
 import subprocess
 import sys
 
-import nbformat
 import pytest
-from nbclient import NotebookClient
-from nbclient.exceptions import DeadKernelError
-from nbclient.util import run_sync
 
-from myops.build import REPO_ROOT
+nbformat = pytest.importorskip("nbformat", reason="the notebook packages are not installed here")
+from nbclient import NotebookClient  # noqa: E402
+from nbclient.exceptions import DeadKernelError  # noqa: E402
+from nbclient.util import run_sync  # noqa: E402
+
+from myops.build import REPO_ROOT  # noqa: E402
 
 NOTEBOOKS = sorted((REPO_ROOT / "notebooks").glob("*.ipynb"))
 
