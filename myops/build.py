@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -187,10 +188,11 @@ class Builder:
         return list(self._loaded)
 
     def fingerprint(self, layer: str) -> str:
-        """Everything a build depends on: sources, the csrc/ headers they include, flags, torch (and the
-        GPU architectures of a CUDA layer)."""
+        """Everything a build depends on: sources, the csrc/ headers they include, flags and the instruction set
+        -march=native resolves to here, torch (and the GPU architectures of a CUDA layer)."""
         arch = toolchain.cuda_arch_list() if self.is_cuda(layer) else ""
-        digest = hashlib.sha256(f"{torch.__version__}|{CXX_FLAGS}|{LD_FLAGS}|{CUDA_FLAGS}|{arch}".encode())
+        native = native_target(os.environ.get("CXX", "c++"))
+        digest = hashlib.sha256(f"{torch.__version__}|{CXX_FLAGS}|{native}|{LD_FLAGS}|{CUDA_FLAGS}|{arch}".encode())
         for path in self.sources(layer) + self.headers(layer):
             digest.update(str(path.relative_to(self.csrc_dir)).encode())
             digest.update(path.read_bytes())
@@ -337,11 +339,23 @@ class Builder:
                     os.environ[key] = value
 
 
-def _compiler_macros(compiler: str) -> str:
-    """What the compiler predefines: says which compiler it is, and its version."""
-    result = subprocess.run([compiler, "-dM", "-E", "-x", "c++", os.devnull], capture_output=True, text=True,
-                            timeout=60)
+@functools.lru_cache(maxsize=None)
+def _compiler_macros(compiler: str, flags: tuple[str, ...] = ()) -> str:
+    """What the compiler predefines with `flags`: says which compiler it is, its version, its target."""
+    result = subprocess.run([compiler, *flags, "-dM", "-E", "-x", "c++", os.devnull], capture_output=True,
+                            text=True, timeout=60)
     return result.stdout if result.returncode == 0 else ""
+
+
+def native_target(compiler: str) -> str:
+    """What the compiler predefines with CXX_FLAGS' target flags: its own version and, for -march=native, the
+    instruction sets of this CPU (__AVX2__, __AVX512F__, ...).
+
+    CXX_FLAGS says "-march=native", the same string on every machine; a build/ made on an AVX-512 machine and
+    loaded on one without (a copied checkout, a shared home directory) would die of SIGILL. Hashing what the
+    flag resolves to, here and now, makes such a machine, or another compiler, rebuild instead.
+    """
+    return _compiler_macros(compiler, tuple(flag for flag in CXX_FLAGS if flag.startswith("-m")))
 
 
 def precompiled_header(cpp_extension, cuda: bool = False,
@@ -361,7 +375,8 @@ def precompiled_header(cpp_extension, cuda: bool = False,
         sysconfig.get_path("include", scheme="posix_prefix")]
     flags = ["-DTORCH_API_INCLUDE_EXTENSION_H", *(f for p in system_includes for f in ("-isystem", p)),
              "-fPIC", "-std=c++20", *CXX_FLAGS]
-    digest = hashlib.sha256(f"{torch.__version__}|{compiler}|{macros}|{flags}".encode()).hexdigest()[:16]
+    digest = hashlib.sha256(f"{torch.__version__}|{compiler}|{macros}|{native_target(compiler)}|{flags}".encode())
+    digest = digest.hexdigest()[:16]
     out_dir = directory / digest  # one image per flag set: CPU and CUDA builds differ
     header = out_dir / "precompiled.h"
     image = out_dir / "precompiled.h.gch"

@@ -283,6 +283,39 @@ def cli(*args, **kwargs):
                           timeout=600, **kwargs)
 
 
+IMPL = textwrap.dedent("""\
+    #include <torch/library.h>
+    at::Tensor same(const at::Tensor& self) {{ return self; }}
+    TORCH_LIBRARY_IMPL({namespace}, {key}, m) {{ m.impl("probe", same); }}
+    """)
+
+
+def test_jobs_build_layers_in_processes_of_their_own_needs_first(tmp_path):
+    namespace = f"par_{uuid.uuid4().hex[:8]}"
+    csrc = tmp_path / "csrc"
+    layers = {"base": PROBE.format(namespace=namespace, op="probe"),
+              "left": IMPL.format(namespace=namespace, key="CPU"), "right": IMPL.format(namespace=namespace, key="Meta"),
+              "broken": "#include <torch/library.h>\nint broken = ;\n"}
+    for name, text in layers.items():
+        (csrc / name).mkdir(parents=True)
+        (csrc / name / f"{name}.cpp").write_text(text)
+    manifest = [{"name": "base", "sources": "base", "needs": []}, {"name": "left", "sources": "left", "needs": ["base"]},
+                {"name": "right", "sources": "right", "needs": ["base"]},
+                {"name": "broken", "sources": "broken", "course": False, "needs": ["base"]}]
+    (csrc / "layers.json").write_text(json.dumps({"layers": manifest}))
+    common = ("--csrc", str(csrc), "--build", str(tmp_path / "build"), "--prefix", "par_", "--jobs", "3")
+    result = cli(*common, "--json")
+    assert result.returncode == 0, result.stderr
+    built = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [r["layer"] for r in built] == ["base", "left", "right"] and all(r["built"] for r in built)
+    # base first: left and right start only once it is built, each in its own process
+    assert sorted(re.findall(r"built layer (\w+)", result.stderr)) == ["base", "left", "right"]
+    assert re.findall(r"built layer (\w+)", result.stderr)[0] == "base"
+    failed = cli(*common, "broken", "left")
+    assert failed.returncode == 1 and "myops: layer 'broken' failed to compile. First error:" in failed.stderr
+    assert failed.stdout == ""  # left and base were up to date: nothing built
+
+
 def test_cli_builds_what_it_can_and_names_what_it_skips(tmp_path):
     csrc, build_dir = make_tree(tmp_path, f"probe_{uuid.uuid4().hex[:8]}")
     (csrc / "gpu").mkdir()
@@ -330,6 +363,19 @@ def test_manifest_lists_every_folder_of_csrc():
     assert course.with_needs(["mistakes"]) == ["schema", "cpu", "mistakes"]
     assert all(course.layer(name).cuda == course.is_cuda(name) for name in course.layers())
     assert [name for name in course.layers() if any(p.suffix == ".cu" for p in course.sources(name))] == ["cuda"]
+
+
+def test_what_march_native_resolves_to_is_part_of_the_fingerprint(tmp_path, monkeypatch):
+    """A build/ made on another CPU (AVX-512 here, AVX2 there) or with another compiler is rebuilt, not loaded."""
+    csrc, build_dir = make_tree(tmp_path, "unused")
+    builder = build.Builder(csrc, build_dir)
+    here = builder.fingerprint("probe")
+    if "-march=native" in build.CXX_FLAGS:
+        assert "__SSE2__" in build.native_target("c++")  # every x86-64 CPU has it: the CPU's features are in
+    monkeypatch.setattr(build, "_compiler_macros", lambda compiler, flags=(): "#define __AVX2__ 1\n")
+    avx2_only = builder.fingerprint("probe")
+    monkeypatch.setattr(build, "_compiler_macros", lambda compiler, flags=(): "#define __AVX512F__ 1\n")
+    assert len({here, avx2_only, builder.fingerprint("probe")}) == 3
 
 
 def test_arch_list_is_overridable(monkeypatch):
