@@ -72,6 +72,24 @@ def test_bit_for_bit_across_runs_and_thread_counts(layers):
             assert torch.equal(product, runs[0][dtype]), dtype
 
 
+# Products whose packed `other` is larger than the buffer each thread keeps (4 MiB): it is packed and used one
+# block of columns at a time, and a panel deeper than the buffer gets memory of the call's own.
+LARGE_OTHER = [(13, 4096, 8200, torch.bfloat16),  # many blocks of columns, the last one partial
+               (7, 3000, 1500, torch.float64),    # few rows: read in place but for a last, partial panel
+               (13, 70000, 40, torch.float64)]    # one panel of 8 to 16 doubles is deeper than the buffer
+
+
+@pytest.mark.parametrize("n, k, m, dtype", LARGE_OTHER, ids=lambda v: str(v).removeprefix("torch."))
+def test_large_other_gives_the_bits_of_column_blocks(layers, n, k, m, dtype):
+    """Blocks of 128 columns of `other` each fit in the kept buffer: their products are the same bits."""
+    randn = Randn(dtype, "cpu", seed=k)
+    a, b = randn(n, k), randn(k, m)
+    result = myops.mymatmul(a, b)
+    assert torch.equal(result, torch.cat([myops.mymatmul(a, b[:, j:j + 128]) for j in range(0, m, 128)], dim=1))
+    rtol, atol = TOLERANCES[dtype]
+    torch.testing.assert_close(result, (a.double() @ b.double()).to(dtype), rtol=rtol, atol=atol)
+
+
 BAD_INPUTS = [  # (self size, other size, dtype of other, message); the tensors' device is the test's
     ((2, 3, 4), (4, 5), None,
      "myops::mymatmul: expected two 2-d tensors, got 3-d and 2-d; reshape them to matrices, "

@@ -1,11 +1,12 @@
 // The CPU matrix product behind myops::mymatmul: out[n, m] = a[n, k] @ b[k, m], for any strides.
 //
 // The structure is the one of GotoBLAS and BLIS, which the BLAS libraries behind torch.matmul share:
-//   pack b into column panels kNr wide, one kKc-deep slice at a time (contiguous, in the accumulation type);
-//   in parallel, for each block of at most kMc rows of a, for each kKc-deep slice:
-//     pack that part of a into row panels kMr high;
-//     for each b panel (it stays in L1), for each a panel (streamed from L2):
-//       micro-kernel: a kMr x kNr tile of the output, its accumulators held in vector registers.
+//   for each block of columns of b (as many as fit in a 4 MiB buffer):
+//     pack it into column panels kNr wide, one kKc-deep slice at a time (contiguous, in the accumulation type);
+//     in parallel, for each block of at most kMc rows of a, for each kKc-deep slice:
+//       pack that part of a into row panels kMr high;
+//       for each b panel (it stays in L1), for each a panel (streamed from L2):
+//         micro-kernel: a kMr x kNr tile of the output, its accumulators held in vector registers.
 // Packing is what makes strides free: transposed, sliced or expanded inputs are read once into the
 // layout the micro-kernel wants. Half and bfloat16 are converted to float while packing.
 //
@@ -29,8 +30,11 @@
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
 #include <ATen/ops/empty.h>
+#include <c10/core/impl/alloc_cpu.h>
 
 #include <algorithm>
+#include <cstddef>
+#include <memory>
 
 namespace myops::cpu {
 
@@ -115,12 +119,12 @@ void pack_a(const scalar_t* a, int64_t a_row, int64_t a_col, int64_t rows, int64
   }
 }
 
-// Copies panel `panel` (columns [panel * kNr, +kNr)) of depth x cols of `b` into depth rows of kNr values.
+// Copies panel `panel` (columns [panel * kNr, +kNr)) of depth x cols of `b` into `packed`: depth rows of
+// kNr values.
 template <int64_t kNr, typename scalar_t, typename acc_t>
 void pack_b_panel(const scalar_t* b, int64_t b_row, int64_t b_col, int64_t depth, int64_t cols, int64_t panel,
                   acc_t* packed) {
   const int64_t j0 = panel * kNr, width = std::min(kNr, cols - j0);
-  packed += panel * depth * kNr;
   for (int64_t p = 0; p < depth; ++p) {
     const scalar_t* row = b + p * b_row + j0 * b_col;
     if (b_col == 1) {  // the common case, a loop the compiler vectorizes
@@ -134,16 +138,43 @@ void pack_b_panel(const scalar_t* b, int64_t b_row, int64_t b_col, int64_t depth
 }
 // END pack
 
-// Packing buffers are kept per thread between calls and only ever grow: memory allocated afresh on
-// every call costs a page fault per 4 KiB the first time it is written (measured: a fifth of the time
-// of a 512 x 512 product on one thread), and the page faults of all threads queue on one lock.
-template <typename acc_t, int kSlot>
-acc_t* packing_buffer(int64_t size) {
-  thread_local at::Tensor buffer;  // 64-byte aligned, like every CPU tensor
-  if (!buffer.defined() || buffer.numel() < size) {
-    buffer = at::empty({size}, at::TensorOptions().dtype(c10::CppTypeToScalarType<acc_t>::value));
+// Packing buffers. Memory allocated afresh on every call costs a page fault per 4 KiB the first time it
+// is written (measured: a fifth of the time of a 512 x 512 product on one thread, three times the time of
+// 13 x 4096 x 4096), and the page faults of all threads queue on one lock. So each thread keeps one buffer
+// of kKeptBufferBytes per slot between calls, allocated once and never grown: slot 0 holds a block of
+// columns of packed `other` (the kernel packs `other` one such block at a time), slot 1 a block of rows of
+// `self`, at most kMc x kKc (one per thread of the parallel region). Only a request larger than that (one
+// panel of kNr columns deeper than the buffer, k > 2^15 for float) gets memory of its own, freed when the
+// call returns. The memory comes straight from c10's CPU allocator (64-byte aligned, like every CPU tensor),
+// not from at::empty, which would go through the dispatcher from OpenMP workers. A page of a kept buffer
+// is resident only once it has been written.
+constexpr size_t kKeptBufferBytes = size_t{4} << 20;
+
+struct FreeCpu {
+  void operator()(void* memory) const { c10::free_cpu(memory); }
+};
+using CpuMemory = std::unique_ptr<void, FreeCpu>;
+
+// The calling thread's kept buffer of slot kSlot, kKeptBufferBytes long.
+template <int kSlot>
+void* kept_buffer() {
+  thread_local CpuMemory kept;
+  if (!kept) {
+    kept.reset(c10::alloc_cpu(kKeptBufferBytes));
   }
-  return buffer.mutable_data_ptr<acc_t>();
+  return kept.get();
+}
+
+// Room for `size` values: the kept buffer of slot kSlot, or, above its size, memory that `own` holds (and
+// frees when it goes out of scope).
+template <typename acc_t, int kSlot>
+acc_t* packing_buffer(int64_t size, CpuMemory& own) {
+  const size_t bytes = static_cast<size_t>(size) * sizeof(acc_t);
+  if (bytes > kKeptBufferBytes) {
+    own.reset(c10::alloc_cpu(bytes));
+    return static_cast<acc_t*>(own.get());
+  }
+  return static_cast<acc_t*>(kept_buffer<kSlot>());
 }
 
 // BEGIN kernel
@@ -176,7 +207,10 @@ void mymatmul_tiled(const at::Tensor& self, const at::Tensor& other, at::Tensor&
   const int64_t row_blocks = ceil_div(n, mc);
   const bool parallel = kThreaded && n * m * k >= (int64_t{1} << 20);
 
-  // All of `other` is packed first, slice by slice (kKc rows each), its panels split across threads.
+  // `other` is packed and used one block of columns at a time: as many panels of kNr columns as fit in the
+  // kept buffer, over all of k (so the buffer stays bounded however large `other` is, and a block can stay
+  // in the last-level cache while every block of rows of `self` passes over it). Each block is packed slice
+  // by slice (kKc rows each), its panels split across threads.
   // A packed panel pays off when many tiles of rows reuse it. With at most two tiles of rows (a batch of
   // a few vectors times a weight matrix), packing would read and write all of `other` to use each value
   // once or twice: then rows of `other` that are already contiguous in the accumulation type are read in
@@ -184,61 +218,71 @@ void mymatmul_tiled(const at::Tensor& self, const at::Tensor& other, at::Tensor&
   const int64_t panels = ceil_div(m, kNr);
   const int64_t slices = ceil_div(k, B::kKc);
   const bool b_in_place = std::is_same_v<scalar_t, acc_t> && other.stride(1) == 1 && n <= 2 * kMr;
-  const int64_t first_packed = b_in_place ? m / kNr : 0;
-  const int64_t packed = panels - first_packed;
-  acc_t* b_packed = packing_buffer<acc_t, 0>(k * panels * kNr);
-  at::parallel_for(0, slices * packed, parallel ? 1 : slices * packed, [&](int64_t first, int64_t last) {
-    for (int64_t task = first; task < last; ++task) {
-      const int64_t p0 = task / packed * B::kKc, depth = std::min(B::kKc, k - p0);
-      pack_b_panel<kNr>(b + p0 * other.stride(0), other.stride(0), other.stride(1), depth, m,
-                        first_packed + task % packed, b_packed + p0 * panels * kNr);
-    }
-  });
+  const int64_t first_packed = b_in_place ? m / kNr : 0;  // panels before it are read in place
+  const int64_t block_panels = b_in_place ? panels  // then at most one panel is packed: one block
+      : std::clamp<int64_t>(static_cast<int64_t>(kKeptBufferBytes / sizeof(acc_t)) / (k * kNr), 1, panels);
+  CpuMemory b_memory;  // holds the packed panels when even one is too deep for the kept buffer
+  acc_t* b_packed = packing_buffer<acc_t, 0>(k * std::min(block_panels, panels - first_packed) * kNr, b_memory);
+  static_assert(B::kMc * B::kKc * sizeof(acc_t) <= kKeptBufferBytes, "a block of self fits in a kept buffer");
+  for (int64_t panel0 = 0; panel0 < panels; panel0 += block_panels) {
+    const int64_t panel1 = std::min(panels, panel0 + block_panels);  // the block: panels [panel0, panel1)
+    const int64_t pack_first = std::max(panel0, first_packed);
+    const int64_t packed = std::max<int64_t>(0, panel1 - pack_first);
+    // Slice p0 of packed panel `panel` is at b_packed + p0 * packed * kNr + (panel - pack_first) * depth * kNr.
+    at::parallel_for(0, slices * packed, parallel ? 1 : slices * packed, [&](int64_t first, int64_t last) {
+      for (int64_t task = first; task < last; ++task) {
+        const int64_t p0 = task / packed * B::kKc, depth = std::min(B::kKc, k - p0);
+        const int64_t panel = pack_first + task % packed;
+        pack_b_panel<kNr>(b + p0 * other.stride(0), other.stride(0), other.stride(1), depth, m, panel,
+                          b_packed + p0 * packed * kNr + (panel - pack_first) * depth * kNr);
+      }
+    });
 
-  // Then each thread takes whole blocks of rows, through every slice of k: no thread waits for another.
-  at::parallel_for(0, row_blocks, parallel ? 1 : row_blocks, [&](int64_t first, int64_t last) {
-    acc_t* a_packed = packing_buffer<acc_t, 1>(mc * B::kKc);
-    acc_t edge[kMr * kNr] = {};  // a tile that sticks out of the output is computed here, then copied
-    for (int64_t block = first; block < last; ++block) {
-      const int64_t i0 = block * mc, rows = std::min(mc, n - i0);
-      for (int64_t p0 = 0; p0 < k; p0 += B::kKc) {
-        const int64_t depth = std::min(B::kKc, k - p0);
-        const bool accumulate = p0 > 0;
-        pack_a<kMr>(a + i0 * self.stride(0) + p0 * self.stride(1), self.stride(0), self.stride(1), rows, depth,
-                    a_packed);
-        for (int64_t panel = 0; panel < panels; ++panel) {
-          const int64_t j = panel * kNr, cols = std::min(kNr, m - j);
-          const acc_t* b_panel = b_packed + p0 * panels * kNr + panel * depth * kNr;
-          int64_t ldb = kNr;
-          if constexpr (std::is_same_v<scalar_t, acc_t>) {
-            if (panel < first_packed) {
-              b_panel = b + p0 * other.stride(0) + j;
-              ldb = other.stride(0);
+    // Then each thread takes whole blocks of rows, through every slice of k: no thread waits for another.
+    at::parallel_for(0, row_blocks, parallel ? 1 : row_blocks, [&](int64_t first, int64_t last) {
+      acc_t* a_packed = static_cast<acc_t*>(kept_buffer<1>());  // mc <= kMc: see the static_assert above
+      acc_t edge[kMr * kNr] = {};  // a tile that sticks out of the output is computed here, then copied
+      for (int64_t block = first; block < last; ++block) {
+        const int64_t i0 = block * mc, rows = std::min(mc, n - i0);
+        for (int64_t p0 = 0; p0 < k; p0 += B::kKc) {
+          const int64_t depth = std::min(B::kKc, k - p0);
+          const bool accumulate = p0 > 0;
+          pack_a<kMr>(a + i0 * self.stride(0) + p0 * self.stride(1), self.stride(0), self.stride(1), rows, depth,
+                      a_packed);
+          for (int64_t panel = panel0; panel < panel1; ++panel) {
+            const int64_t j = panel * kNr, cols = std::min(kNr, m - j);
+            const acc_t* b_panel = b_packed + p0 * packed * kNr + (panel - pack_first) * depth * kNr;
+            int64_t ldb = kNr;
+            if constexpr (std::is_same_v<scalar_t, acc_t>) {
+              if (panel < first_packed) {
+                b_panel = b + p0 * other.stride(0) + j;
+                ldb = other.stride(0);
+              }
             }
-          }
-          for (int64_t i = 0; i < rows; i += kMr) {
-            const int64_t tile_rows = std::min(kMr, rows - i);
-            const bool full = tile_rows == kMr && cols == kNr;
-            acc_t* tile = c + (i0 + i) * m + j;
-            acc_t* target = full ? tile : edge;
-            const int64_t ld = full ? m : kNr;
-            if (!full && accumulate) {
-              for (int64_t r = 0; r < tile_rows; ++r) std::copy(tile + r * m, tile + r * m + cols, edge + r * kNr);
-            }
-            if constexpr (kUseVec) {
-              micro_kernel_vectorized<acc_t, kMr, kNr>(a_packed + i * depth, b_panel, ldb, depth, target, ld,
-                                                       accumulate);
-            } else {
-              micro_kernel_plain<acc_t, kMr, kNr>(a_packed + i * depth, b_panel, ldb, depth, target, ld, accumulate);
-            }
-            if (!full) {
-              for (int64_t r = 0; r < tile_rows; ++r) std::copy(edge + r * kNr, edge + r * kNr + cols, tile + r * m);
+            for (int64_t i = 0; i < rows; i += kMr) {
+              const int64_t tile_rows = std::min(kMr, rows - i);
+              const bool full = tile_rows == kMr && cols == kNr;
+              acc_t* tile = c + (i0 + i) * m + j;
+              acc_t* target = full ? tile : edge;
+              const int64_t ld = full ? m : kNr;
+              if (!full && accumulate) {
+                for (int64_t r = 0; r < tile_rows; ++r) std::copy(tile + r * m, tile + r * m + cols, edge + r * kNr);
+              }
+              if constexpr (kUseVec) {
+                micro_kernel_vectorized<acc_t, kMr, kNr>(a_packed + i * depth, b_panel, ldb, depth, target, ld,
+                                                         accumulate);
+              } else {
+                micro_kernel_plain<acc_t, kMr, kNr>(a_packed + i * depth, b_panel, ldb, depth, target, ld, accumulate);
+              }
+              if (!full) {
+                for (int64_t r = 0; r < tile_rows; ++r) std::copy(edge + r * kNr, edge + r * kNr + cols, tile + r * m);
+              }
             }
           }
         }
       }
-    }
-  });
+    });
+  }
   if constexpr (kSeparateAcc) {
     out.copy_(acc_tensor);  // round once, at the end
   }
