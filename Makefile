@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 # The project's JupyterLab defaults, installed into the environment (a user's own settings still win).
 LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings/overrides.json
 
-.PHONY: setup lab test clean outputs
+.PHONY: setup lab test clean outputs gpu-image
 
 setup: $(STAMP) $(LAB_SETTINGS)
 
@@ -47,3 +47,24 @@ outputs: setup
 .PHONY: wheel
 wheel: setup
 	$(PY) -m pip wheel --no-deps --no-build-isolation --wheel-dir dist ./stable
+
+# A stand-in for the GPU machine's image, on this machine (tests/test_gpu_image.py runs the GPU check's CPU half in
+# it): Python 3.12 with torch 2.11.0's CUDA build and tools/gpu-image.txt, no notebook packages, and the pinned pip
+# CUDA compiler of requirements.txt (with its runtime) laid out as a system toolkit, found on PATH, not from pip.
+# About 5 GB under build/gpu-image/; made once, remade when the pins change.
+GPU_IMAGE        := build/gpu-image
+# Any Python 3.12: pyenv's if there is one (its python3.12 shim may point at no version), else python3.12 on PATH.
+GPU_IMAGE_PYTHON ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.12*/bin/python3.12) python3.12)
+gpu-image: $(GPU_IMAGE)/.installed
+
+$(GPU_IMAGE)/.installed: tools/gpu-image.txt requirements.txt $(STAMP)
+	rm -rf $(GPU_IMAGE)
+	$(GPU_IMAGE_PYTHON) -m venv $(GPU_IMAGE)/venv
+	$(GPU_IMAGE)/venv/bin/python -m pip install --quiet -r tools/gpu-image.txt
+	grep -E '^nvidia-(cuda-nvcc|nvvm|cuda-crt|cuda-cccl)==' requirements.txt | sed 's/;.*//' > $(GPU_IMAGE)/toolkit.txt
+	echo 'nvidia-cuda-runtime==13.0.96' >> $(GPU_IMAGE)/toolkit.txt
+	$(PY) -m pip install --quiet --no-deps --target $(GPU_IMAGE)/toolkit-pip -r $(GPU_IMAGE)/toolkit.txt
+	$(PY) -c "import sys; from pathlib import Path; from myops.toolchain import toolkit_layout; \
+	  toolkit_layout(Path(sys.argv[1]).resolve(), Path(sys.argv[2]).resolve())" \
+	  $(GPU_IMAGE)/toolkit-pip/nvidia/cu13 $(GPU_IMAGE)/cuda
+	touch $@

@@ -304,7 +304,9 @@ def test_the_gpu_run_collects_every_test_that_touches_cuda():
                                                     for d in node.decorator_list)):
                 touching.add(f"tests/{path.name}::{node.name}")
     planned = _collected(*gpu.CUDA_TESTS)
-    assert touching == {node.split("[")[0] for node in planned}
+    # A file this torch cannot run at all (tests/test_stable_abi.py below torch 2.13) is skipped whole.
+    collecting = {node.split("::")[0] for node in _collected("tests")}
+    assert {node for node in touching if node.split("::")[0] in collecting} == {node.split("[")[0] for node in planned}
     assert len(planned) > 500
     assert not [node for node in planned if re.search(r"[\[-](cpu|meta)[\]-]", node)]  # only the CUDA cases
 
