@@ -2,7 +2,7 @@
 pass over the kernels, then the CUDA benchmarks.
 
     python3 -m benchmarks.gpu [--out build/gpu] [--quick] [--skip-tests] [--skip-sanitizer] [--skip-benchmarks]
-                              [--jobs N] [--dry-run]
+                              [--jobs N] [--budget SECONDS] [--dry-run]
 
 Runs with whatever Python and torch the machine has (torch 2.11 to the pin; no notebook packages needed) and
 the CUDA toolkit it finds (myops/toolchain.py). It prints what it ran on (torch, CUDA, driver, GPU), builds every
@@ -10,13 +10,14 @@ layer N at a time, runs the CUDA tests in a child pytest, runs the operators' CU
 compute-sanitizer (memcheck, and racecheck where a kernel uses shared memory), then measures on the GPU:
 myadd GB/s against torch.add and a copy (the bandwidth bound), contiguous and transposed; myrmsnorm GB/s against
 torch.nn.functional.rms_norm; mymatmul TFLOP/s against torch.matmul; each for four float dtypes. Every step has a
-time limit; the whole run, cold build included, is planned to fit in 5 minutes on a 16-core machine.
+time limit, and none runs past the whole run's budget (--budget, 5 minutes, cold build included): a step still
+running then is stopped and reported as timed out, the measurements keep what they took.
 
 Whatever fails, results.json (with every step: passed, failed, skipped or timed out, and why) is written into
 --out, with one PNG per measurement when the benchmarks ran. Exit status: the first step that failed —
 0 everything passed; 1 a test failed or the tests timed out; 3 no CUDA GPU; 4 no CUDA toolkit to build the CUDA
-layer with; 5 a layer failed to compile; 6 compute-sanitizer found an error (or its run failed); 7 a measurement
-failed. --dry-run prints every step it would run and exits 0 without touching CUDA.
+layer with; 5 a layer failed to compile (or the build timed out); 6 compute-sanitizer found an error (or its run
+failed or timed out); 7 a measurement failed or the budget ran out during the measurements. --dry-run prints every step it would run and exits 0 without touching CUDA.
 """
 from __future__ import annotations
 
@@ -72,11 +73,21 @@ class Plan:
     run_benchmarks: bool
     sanitizer_timeout_s: float = 120.0
     build_timeout_s: float = 240.0
+    budget_s: float = 300.0  # the whole run; each step gets at most what is left of it
+    deadline: float = float("inf")  # time.monotonic() at which the budget is spent; set when the run starts
     dtypes: tuple[str, ...] = DTYPES
     myadd_elements: tuple[int, ...] = (2**20, 2**24, 2**27)
     myrmsnorm_shapes: tuple[tuple[int, int], ...] = ((4096, 4096), (65536, 1024))
     matmul_sizes: tuple[int, ...] = (1024, 2048, 4096)
     min_run_time_s: float = 0.1
+
+    def time_left(self, limit: float) -> float:
+        """A step's time limit: its own, or what is left of the run's budget if that is less."""
+        return max(1.0, min(limit, self.deadline - time.monotonic()))
+
+
+class BudgetSpent(Exception):
+    """The run's time budget ran out during the measurements."""
 
 
 @dataclass
@@ -121,6 +132,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="kill the child pytest after this long (default: %(default)s)")
     parser.add_argument("--sanitizer-timeout", type=float, default=120.0, metavar="SECONDS",
                         help="kill each compute-sanitizer run after this long (default: %(default)s)")
+    parser.add_argument("--budget", type=float, default=300.0, metavar="SECONDS",
+                        help="the whole run's time; a step still running when it is spent is stopped and reported "
+                             "(default: %(default)s)")
     parser.add_argument("--dry-run", action="store_true", help="print what would run, then exit")
     args = parser.parse_args(argv)
     if args.skip_tests and args.skip_sanitizer and args.skip_benchmarks:
@@ -136,7 +150,8 @@ def make_plan(args: argparse.Namespace) -> Plan:
     build = [sys.executable, "-m", "myops.build", "--jobs", str(max(args.jobs, 1))]
     plan = Plan(out=args.out, build_command=build, test_command=command, test_timeout_s=args.test_timeout,
                 run_tests=not args.skip_tests, run_sanitizer=not args.skip_sanitizer,
-                run_benchmarks=not args.skip_benchmarks, sanitizer_timeout_s=args.sanitizer_timeout)
+                run_benchmarks=not args.skip_benchmarks, sanitizer_timeout_s=args.sanitizer_timeout,
+                budget_s=args.budget)
     if args.quick:
         plan.myadd_elements, plan.matmul_sizes = (2**20, 2**24), (1024, 2048)
         plan.myrmsnorm_shapes, plan.min_run_time_s = ((4096, 4096),), 0.03
@@ -165,7 +180,7 @@ def sanitizer_command(sanitizer: str | Path, tool: str, root: Path = REPO_ROOT) 
 
 def describe(plan: Plan) -> str:
     """Every step the plan would run, one line each."""
-    lines = [f"results into {plan.out}",
+    lines = [f"results into {plan.out}; the whole run within {plan.budget_s:.0f} s",
              "machine: torch, CUDA, driver and GPU of this process; the CUDA toolkit myops.toolchain finds",
              f"build (timeout {plan.build_timeout_s:.0f} s): {' '.join(plan.build_command[1:])}"]
     if plan.run_tests:
@@ -268,12 +283,13 @@ def _run_group(command: list[str], timeout: float, **kwargs) -> tuple[int | None
 def run_build(plan: Plan) -> Step:
     """Every layer of the course, N at a time (python -m myops.build --jobs N)."""
     start = time.perf_counter()
-    returncode, timed_out, output = _run_group(plan.build_command, plan.build_timeout_s)
+    limit = plan.time_left(plan.build_timeout_s)
+    returncode, timed_out, output = _run_group(plan.build_command, limit)
     seconds = time.perf_counter() - start
     built = re.findall(r"myops: built layer (\w+) in ([\d.]+) s", output)
     facts = {"layers_built": {name: float(s) for name, s in built}}
     if timed_out:
-        return Step("build", "timed out", seconds, f"not done after {plan.build_timeout_s:.0f} s", facts)
+        return Step("build", "timed out", seconds, f"not done after {limit:.0f} s", facts)
     if returncode != 0:
         return Step("build", "failed", seconds, output.strip()[-3000:], facts)
     return Step("build", "passed", seconds, "; ".join(line for line in output.splitlines() if "skipping" in line),
@@ -288,7 +304,7 @@ def run_child_pytest(plan: Plan) -> TestRun:
     start = time.perf_counter()
     child = subprocess.Popen(plan.test_command, cwd=REPO_ROOT, start_new_session=True)
     try:
-        returncode, timed_out = child.wait(timeout=plan.test_timeout_s), False
+        returncode, timed_out = child.wait(timeout=plan.time_left(plan.test_timeout_s)), False
     except subprocess.TimeoutExpired:
         os.killpg(child.pid, signal.SIGKILL)
         returncode, timed_out = child.wait(), True
@@ -302,7 +318,8 @@ def run_sanitizer(plan: Plan, sanitizer: str, tool: str) -> Step:
     if tool == "memcheck":  # every tensor its own cudaMalloc: a read past its end leaves the allocation
         env["PYTORCH_NO_CUDA_MEMORY_CACHING"] = "1"
     start = time.perf_counter()
-    returncode, timed_out, output = _run_group(sanitizer_command(sanitizer, tool), plan.sanitizer_timeout_s, env=env)
+    returncode, timed_out, output = _run_group(sanitizer_command(sanitizer, tool),
+                                               plan.time_left(plan.sanitizer_timeout_s), env=env)
     seconds = time.perf_counter() - start
     plan.out.mkdir(parents=True, exist_ok=True)
     (plan.out / f"sanitizer-{tool}.log").write_text(output)
@@ -394,6 +411,13 @@ def measure(plan: Plan, device: str = "cuda", seconds_of=cuda_seconds, l2_bytes:
     import torch.nn.functional as F
 
     ops = torch.ops.myops
+    timer = seconds_of
+
+    def seconds_of(fn, min_run_time):
+        if time.monotonic() > plan.deadline:
+            raise BudgetSpent(f"the run's {plan.budget_s:.0f} s were spent; what was measured until then is kept")
+        return timer(fn, min_run_time)
+
     if l2_bytes is None:
         l2_bytes = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 0)
     g = torch.Generator(device).manual_seed(0)
@@ -555,6 +579,7 @@ def main(argv: list[str] | None = None, backend=None) -> int:
         return EXIT_OK
     backend = backend or GpuBackend()
     start = time.perf_counter()
+    plan.deadline = time.monotonic() + plan.budget_s
     results: dict = {"started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                      **backend.machine(), "steps": []}
     print(ran_on(results), flush=True)
@@ -602,7 +627,10 @@ def main(argv: list[str] | None = None, backend=None) -> int:
                 backend.measure(plan, into=measured)
                 return Step("benchmarks", "passed", time.perf_counter() - began)
 
-            record(_attempt("benchmarks", benchmarks), EXIT_MEASURE_FAILED)
+            step = _attempt("benchmarks", benchmarks)
+            if step.detail.startswith("BudgetSpent"):
+                step.status = "timed out"
+            record(step, EXIT_MEASURE_FAILED)
         return status
     finally:
         results["seconds"] = time.perf_counter() - start

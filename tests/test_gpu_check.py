@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -75,7 +76,8 @@ class FakeBackend:
         into.update({key: list(rows) for key, rows in self.measurements.items()})
         if self.measure_raises:
             into["mymatmul"] = into["mymatmul"][:1]
-            raise torch.cuda.OutOfMemoryError("CUDA out of memory")
+            raise (torch.cuda.OutOfMemoryError("CUDA out of memory") if self.measure_raises is True
+                   else self.measure_raises)
         return into
 
 
@@ -112,6 +114,7 @@ def test_dry_run_lists_every_step_and_asks_nothing_of_the_backend(tmp_path, caps
     backend = FakeBackend()
     assert gpu.main(["--dry-run", "--out", str(tmp_path)], backend=backend) == gpu.EXIT_OK
     lines = capsys.readouterr().out.splitlines()
+    assert lines[0].endswith("; the whole run within 300 s")
     assert [line.split(" ")[0].rstrip(":") for line in lines] == [
         "results", "machine", "build", "tests", "sanitizer", "sanitizer", "myadd", "myrmsnorm", "mymatmul"]
     assert "-m myops.build --jobs" in lines[2] and "-m cuda tests" in lines[3]
@@ -195,6 +198,26 @@ def test_a_failed_measurement_keeps_what_was_measured(tmp_path):
     assert results["steps"][-1]["detail"].startswith("OutOfMemoryError: CUDA out of memory")
     assert len(results["measurements"]["myadd"]) == len(FAKE_MEASUREMENTS["myadd"])
     assert len(results["measurements"]["mymatmul"]) == 1 and (tmp_path / "mymatmul_TFLOPs.png").is_file()
+
+
+def test_the_budget_bounds_every_step_and_stops_the_measurements(tmp_path):
+    plan = gpu.make_plan(gpu.parse_args(["--out", str(tmp_path), "--budget", "100"]))
+    plan.deadline = time.monotonic() + 50
+    assert 49 <= plan.time_left(plan.test_timeout_s) <= 50 and plan.time_left(10) == 10
+    plan.deadline = time.monotonic() - 5
+    assert plan.time_left(plan.build_timeout_s) == 1.0
+    plan.myadd_elements, plan.myrmsnorm_shapes, plan.matmul_sizes = (2**12,), ((16, 64),), (32,)
+    taken = {}
+    with pytest.raises(gpu.BudgetSpent, match="the run's 100 s were spent"):
+        gpu.measure(plan, device="cpu", seconds_of=lambda fn, t: 1e-3, l2_bytes=0, into=taken)
+    assert taken["myadd"] == []
+
+
+def test_a_spent_budget_is_a_timed_out_benchmark_step(tmp_path):
+    backend = FakeBackend(measure_raises=gpu.BudgetSpent("the run's 300 s were spent"))
+    assert gpu.main(["--out", str(tmp_path)], backend=backend) == gpu.EXIT_MEASURE_FAILED
+    step = results_of(tmp_path)["steps"][-1]
+    assert (step["name"], step["status"]) == ("benchmarks", "timed out")
 
 
 def test_no_sanitizer_is_a_skipped_step_not_a_failure(tmp_path):
