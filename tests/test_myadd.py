@@ -58,7 +58,7 @@ def test_in_place_matches_aten_and_writes_only_self(layers, name, dtype, op, dev
     torch.testing.assert_close(storage, expected_storage, rtol=0, atol=0)  # gaps and neighbours untouched
 
 
-@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("device", DEVICES_AND_META)
 @pytest.mark.parametrize("op", IN_PLACE_OPS)
 def test_in_place_refuses_overlapping_self(layers, op, device):
     expanded, other = layout("expanded", torch.float32, device)
@@ -71,6 +71,50 @@ def test_in_place_refuses_overlapping_self(layers, op, device):
         getattr(torch.ops.myops, op)(base[:8], base[2:])
     assert str(error.value).splitlines()[0] == (
         f"myops::{op}: self and other partially overlap in memory; pass other.clone()")
+
+
+@pytest.mark.parametrize("op", IN_PLACE_OPS)
+def test_tracing_refuses_the_overlaps_running_refuses(layers, op):
+    """The Meta kernels make the CPU kernels' overlap checks: FakeTensor and torch.compile refuse while tracing.
+
+    Before, tracing accepted them, and aot_eager then ran the CPU kernel on a functionalized copy of `other`:
+    myadd_inplace(x[:8], x[2:]) gave a result where eager mode raises.
+    """
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    partial = f"myops::{op}: self and other partially overlap in memory; pass other.clone()"
+    with FakeTensorMode():
+        base = torch.zeros(10)
+        with pytest.raises(RuntimeError) as error:
+            getattr(torch.ops.myops, op)(base[:8], base[2:])
+        assert str(error.value).splitlines()[0] == partial
+
+    def shifted_sum(x):
+        getattr(torch.ops.myops, op)(x[:-2], x[2:])
+        return x
+
+    torch._dynamo.reset()
+    for dynamic in (False, True):
+        compiled = torch.compile(shifted_sum, backend="aot_eager", fullgraph=True, dynamic=dynamic)
+        with pytest.raises(Exception) as error:
+            compiled(torch.ones(10))
+        assert partial in str(error.value), error.value
+
+
+@pytest.mark.parametrize("op", IN_PLACE_OPS)
+def test_tracing_accepts_disjoint_views_of_one_tensor(layers, op):
+    def add_halves(x):
+        getattr(torch.ops.myops, op)(x[: x.shape[0] // 2], x[x.shape[0] // 2:])
+        return x
+
+    # myadd_ returns Tensor(a!), which functionalization (aot_eager) refuses: see notebook 09.
+    backend = "aot_eager" if op == "myadd_inplace" else "eager"
+    torch._dynamo.reset()
+    for dynamic in (False, True):
+        compiled = torch.compile(add_halves, backend=backend, fullgraph=True, dynamic=dynamic)
+        for n in (8, 12):
+            x = torch.randn(n)
+            torch.testing.assert_close(compiled(x.clone()), add_halves(x.clone()), rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("device", DEVICES)

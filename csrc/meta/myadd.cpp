@@ -20,13 +20,13 @@ at::Tensor myadd_meta(const at::Tensor& self, const at::Tensor& other) {
 
 at::Tensor& myadd__meta(at::Tensor& self, const at::Tensor& other) {
   MYOPS_TRACE(c10::DispatchKey::Meta);
-  myops::check_myadd_inputs(self, other, "myops::myadd_");
+  myops::check_myadd_inplace_inputs(self, other, "myops::myadd_");
   return self;
 }
 
 void myadd_inplace_meta(at::Tensor& self, const at::Tensor& other) {
   MYOPS_TRACE(c10::DispatchKey::Meta);
-  myops::check_myadd_inputs(self, other, "myops::myadd_inplace");
+  myops::check_myadd_inplace_inputs(self, other, "myops::myadd_inplace");
 }
 // END kernels
 
