@@ -599,6 +599,8 @@ def main(argv: list[str] | None = None, backend=None) -> int:
             record(Step("machine", "failed", detail=NO_GPU_MESSAGE), EXIT_NO_GPU)
             return status
         results["toolkit"] = toolkit = backend.toolkit()
+        print(f"toolkit: CUDA {toolkit['toolkit_cuda']} at {toolkit['cuda_home']}, architectures "
+              f"{toolkit['arch_list']}, compute-sanitizer {toolkit['sanitizer'] or 'not found'}", flush=True)
         if toolkit["problem"]:
             record(Step("toolkit", "failed", detail=f"the CUDA layer cannot be built here: {toolkit['problem']}"),
                    EXIT_NO_CUDA_LAYER)

@@ -254,7 +254,8 @@ def test_full_run_with_fake_measurements_writes_results_and_plots(tmp_path, caps
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     printed = capsys.readouterr().out
     assert printed.startswith("ran on: torch 2.11.0+cu130 (CUDA 13.0), driver 580.159.04, fake GPU (compute "
-                              "capability 9.0, 132 SMs, 139.8 GiB, L2 60.0 MB; 1 GPU(s)), Python 3.12.3\n")
+                              "capability 9.0, 132 SMs, 139.8 GiB, L2 60.0 MB; 1 GPU(s)), Python 3.12.3\n"
+                              "toolkit: CUDA 13.0 at /usr/local/cuda, architectures 9.0, compute-sanitizer /cs\n")
     assert ("mymatmul  float64   n=2048      10.00 TFLOP/s (CUDA cores)  torch.matmul  400.00 (tensor cores)"
             "  vs aten 0.03") in printed
     assert "[HBM]" in printed and "launch    myadd on 2 elements: 4.0 us per call" in printed
