@@ -361,7 +361,7 @@ def test_manifest_lists_every_folder_of_csrc():
     assert folders - listed == {"stable"}  # the stable-ABI operators are built into a wheel (stable/)
     assert course.course_layers()[0] == "schema"
     assert course.with_needs(["mistakes"]) == ["schema", "cpu", "mistakes"]
-    assert all(course.layer(name).cuda == course.is_cuda(name) for name in course.layers())
+    assert [name for name in course.layers() if course.is_cuda(name)] == ["cuda"]  # the manifest's flag
     assert [name for name in course.layers() if any(p.suffix == ".cu" for p in course.sources(name))] == ["cuda"]
 
 
@@ -445,3 +445,99 @@ def test_layers_read_the_precompiled_header(layers):
     assert compile_with().returncode == 0, compile_with().stderr
     refused = compile_with("-fno-PIC").stderr  # "...gch: created and used with different settings of -fpic"
     assert "precompiled.h.gch" in refused and "differen" in refused, refused
+
+
+def test_two_processes_building_one_fresh_layer_build_it_once(tmp_path):
+    csrc, build_dir = make_tree(tmp_path, f"probe_{uuid.uuid4().hex[:8]}")
+    both = [subprocess.Popen(load_probe_command(csrc, build_dir), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True) for _ in range(2)]
+    outputs = [child.communicate(timeout=600) for child in both]
+    assert [child.returncode for child in both] == [0, 0], outputs
+    built = [line for out, _ in outputs for line in out.splitlines() if line.startswith("myops: built layer probe")]
+    assert len(built) == 1, outputs  # the second waited on the lock, then loaded what the first built
+
+
+def test_a_flag_change_is_refused_in_the_same_process_like_a_source_edit(tmp_path, monkeypatch):
+    csrc, _ = make_tree(tmp_path, f"probe_{uuid.uuid4().hex[:8]}")
+    builder = build.Builder(csrc, tmp_path / "build", prefix=f"probe_{uuid.uuid4().hex[:8]}_")
+    builder.load("probe")
+    monkeypatch.setattr(build, "CXX_FLAGS", (*build.CXX_FLAGS, "-DCHANGED"))
+    with pytest.raises(build.LayerReloadError, match="restart the kernel"):
+        builder.load("probe")
+
+
+def test_a_header_change_is_refused_in_the_same_process(tmp_path):
+    csrc, _ = make_tree(tmp_path, f"probe_{uuid.uuid4().hex[:8]}")
+    source = csrc / "probe" / "probe.cpp"
+    source.write_text('#include "shared.h"\n' + source.read_text())
+    (csrc / "shared.h").write_text("#pragma once\n")
+    builder = build.Builder(csrc, tmp_path / "build", prefix=f"probe_{uuid.uuid4().hex[:8]}_")
+    builder.load("probe")
+    (csrc / "shared.h").write_text("#pragma once\ninline int changed() { return 1; }\n")
+    with pytest.raises(build.LayerReloadError, match="restart the kernel"):
+        builder.load("probe")
+
+
+def test_without_the_precompiled_header_no_include_flag(monkeypatch):
+    monkeypatch.setenv("MYOPS_PRECOMPILED_HEADER", "0")
+    assert build.precompiled_header(build._cpp_extension()) == ([], None)
+
+
+def _gcc() -> bool:
+    macros = build._compiler_macros(os.environ.get("CXX", "c++"))
+    return "__GNUC__" in macros and "__clang__" not in macros
+
+
+@pytest.mark.skipif(not _gcc(), reason="the precompiled header is made by GCC only")
+def test_a_failing_precompile_is_not_fatal(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(build, "PRECOMPILED_HEADER", "no/such/header.h")
+    assert build.precompiled_header(build._cpp_extension(), directory=tmp_path) == ([], None)
+    assert "myops: could not precompile no/such/header.h; compiling without it:" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(not _gcc(), reason="the precompiled header is made by GCC only")
+def test_an_interrupted_precompile_is_made_again(tmp_path):
+    flags, seconds = build.precompiled_header(build._cpp_extension(), directory=tmp_path)
+    image = Path(flags[1] + ".gch")
+    assert seconds is not None and image.is_file()
+    image.unlink()  # what a killed precompile leaves: no image, a partial .tmp beside it
+    image.with_suffix(".tmp").write_bytes(b"half an image")
+    again, seconds = build.precompiled_header(build._cpp_extension(), directory=tmp_path)
+    assert again == flags and seconds is not None and image.read_bytes()[:4] == b"gpch"
+    assert build.precompiled_header(build._cpp_extension(), directory=tmp_path) == (flags, None)  # now up to date
+
+
+@pytest.mark.skipif(toolchain.cuda_skip_reason() is not None, reason=str(toolchain.cuda_skip_reason()))
+def test_a_cuda_compile_error_shows_its_first_error(tmp_path):
+    csrc = tmp_path / "csrc"
+    (csrc / "gpu").mkdir(parents=True)
+    (csrc / "gpu" / "broken.cu").write_text("__global__ void kernel(float* x) { x[0] = undefined_name; }\n")
+    with pytest.raises(build.LayerBuildError) as error:
+        build.Builder(csrc, tmp_path / "build", prefix="broken_cu_").load("gpu")
+    first = str(error.value).splitlines()
+    assert first[0] == "myops: layer 'gpu' failed to compile. First error:"
+    assert "broken.cu(1)" in first[1] and 'identifier "undefined_name" is undefined' in first[1], first
+
+
+def test_the_pip_toolkit_layout_is_made_again_when_nvcc_changes(tmp_path):
+    root = fake_toolkit(tmp_path / "site-packages" / "nvidia" / "cu13")
+    layout = toolchain.toolkit_layout(root, tmp_path / "layout")
+    (root / "bin" / "nvcc").write_text("nvcc 13.0.89, a longer file")  # an upgraded nvidia-cuda-nvcc
+    assert toolchain.toolkit_layout(root, tmp_path / "layout") == layout
+    assert (layout / "bin" / "nvcc").read_text() == "nvcc 13.0.89, a longer file"
+
+
+def test_cuda_home_wins_over_cuda_path(tmp_path, monkeypatch):
+    home, path = fake_toolkit(tmp_path / "home"), fake_toolkit(tmp_path / "path")
+    monkeypatch.setenv("CUDA_HOME", str(home))
+    monkeypatch.setenv("CUDA_PATH", str(path))
+    assert toolchain.find_cuda_home() == home
+
+
+def test_arch_list_from_the_local_gpus(monkeypatch):
+    monkeypatch.delenv("TORCH_CUDA_ARCH_LIST", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 3)
+    capabilities = {0: (9, 0), 1: (8, 0), 2: (9, 0)}
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda index: capabilities[index])
+    assert toolchain.cuda_arch_list() == "8.0;9.0"
