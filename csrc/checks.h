@@ -11,7 +11,11 @@
 #include <c10/core/SymInt.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
+#include <cstdint>
+#include <optional>
 #include <utility>
+#include <vector>
 
 namespace myops {
 
@@ -70,7 +74,7 @@ inline bool same_steps(const at::Tensor& a, const at::Tensor& b) {
 
 // at::get_overlap_status for two tensors of equal shapes and dtypes, on symbolic shapes too: Full when both
 // are the same elements, Partial when they overlap otherwise, No when they are apart, TooHard when that
-// takes more than comparing where they start and end (a layout with gaps).
+// takes more than comparing where they start and end (a layout with gaps in one storage).
 inline at::MemOverlapStatus overlap_status(const at::Tensor& a, const at::Tensor& b) {
   if (a.is_same(b)) {
     return at::MemOverlapStatus::Full;
@@ -91,6 +95,103 @@ inline at::MemOverlapStatus overlap_status(const at::Tensor& a, const at::Tensor
   return same ? at::MemOverlapStatus::Full : at::MemOverlapStatus::Partial;
 }
 
+// Whether the elements of t are at distinct addresses, proven from its strides: each dimension steps further
+// than all the dimensions of smaller strides reach together (true of every slice, transpose or permutation
+// of one tensor; false for a zero stride, or for as_strided rows that overlap).
+inline bool distinct_addresses(const at::Tensor& t) {
+  for (int64_t k = 0; k < t.dim(); ++k) {
+    if (!TORCH_GUARD_OR_TRUE(t.sym_size(k).sym_gt(1))) {
+      continue;
+    }
+    c10::SymInt below = 0;
+    for (int64_t j = 0; j < t.dim(); ++j) {
+      if (j != k && TORCH_GUARD_OR_TRUE(t.sym_stride(j).sym_le(t.sym_stride(k)))) {
+        below = below + (t.sym_size(j) - 1) * t.sym_stride(j);
+      }
+    }
+    if (!TORCH_GUARD_OR_FALSE(t.sym_stride(k).sym_gt(below))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+inline int64_t floor_div(int64_t a, int64_t b) {  // b > 0
+  return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
+
+// Whether d = sum of c[k] * stride[k] with |c[k]| < size[k], over steps[k..] (size, stride; largest stride
+// first; below[k]: how far steps[k..] reach together): whether two indices of a view with these steps lie d
+// elements apart. Each try takes one unit of `budget`; nullopt when it runs out.
+inline std::optional<bool> steps_meet(int64_t d, const std::vector<std::pair<int64_t, int64_t>>& steps,
+                                      const std::vector<int64_t>& below, size_t k, int64_t& budget) {
+  if (k == steps.size()) {
+    return d == 0;
+  }
+  if (--budget < 0) {
+    return std::nullopt;
+  }
+  const auto [size, stride] = steps[k];
+  const int64_t rest = below[k + 1];  // what the smaller steps can still make up
+  const int64_t low = std::max(1 - size, -floor_div(rest - d, stride));
+  const int64_t high = std::min(size - 1, floor_div(d + rest, stride));
+  for (int64_t c = low; c <= high; ++c) {
+    const std::optional<bool> met = steps_meet(d - c * stride, steps, below, k + 1, budget);
+    if (!met || *met) {
+      return met;
+    }
+  }
+  return false;
+}
+
+// See NOTE [ Which overlaps the in-place kernels refuse ]
+enum class InplaceOverlap { kNone, kSelfRepeats, kSelfMayRepeat, kPartial, kMayCoincide };
+
+inline InplaceOverlap inplace_overlap(const at::Tensor& self, const at::Tensor& other) {
+  if (TORCH_GUARD_OR_FALSE(self.sym_numel().sym_eq(0))) {
+    return InplaceOverlap::kNone;
+  }
+  const at::MemOverlap internal = at::has_internal_overlap(self);
+  if (internal == at::MemOverlap::Yes) {
+    return InplaceOverlap::kSelfRepeats;
+  }
+  if (internal == at::MemOverlap::TooHard && !distinct_addresses(self)) {
+    return InplaceOverlap::kSelfMayRepeat;
+  }
+  const at::MemOverlapStatus status = overlap_status(self, other);
+  if (status == at::MemOverlapStatus::Partial) {
+    return InplaceOverlap::kPartial;
+  }
+  if (status != at::MemOverlapStatus::TooHard) {
+    return InplaceOverlap::kNone;
+  }
+  if (!same_steps(self, other)) {
+    return InplaceOverlap::kMayCoincide;
+  }
+  // other is self moved by d elements. Plain integers from here on (on symbolic shapes this specializes
+  // them; only two strided views of one storage get here).
+  const int64_t d = other.sym_storage_offset().guard_int(__FILE__, __LINE__) -
+                    self.sym_storage_offset().guard_int(__FILE__, __LINE__);
+  if (d == 0) {
+    return InplaceOverlap::kNone;  // the same elements
+  }
+  std::vector<std::pair<int64_t, int64_t>> steps;
+  for (int64_t k = 0; k < self.dim(); ++k) {
+    const int64_t size = self.sym_size(k).guard_int(__FILE__, __LINE__);
+    if (size > 1) {
+      steps.emplace_back(size, self.sym_stride(k).guard_int(__FILE__, __LINE__));
+    }
+  }
+  std::sort(steps.begin(), steps.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::vector<int64_t> below(steps.size() + 1, 0);
+  for (size_t k = steps.size(); k-- > 0;) {
+    below[k] = below[k + 1] + (steps[k].first - 1) * steps[k].second;
+  }
+  int64_t budget = 4096;
+  const std::optional<bool> meet = steps_meet(d, steps, below, 0, budget);
+  return !meet ? InplaceOverlap::kMayCoincide : *meet ? InplaceOverlap::kPartial : InplaceOverlap::kNone;
+}
+
 }  // namespace detail
 
 // BEGIN check_myadd_inputs
@@ -103,17 +204,33 @@ inline void check_myadd_inputs(const at::Tensor& self, const at::Tensor& other, 
 // END check_myadd_inputs
 
 // BEGIN check_myadd_inplace_inputs
-// The in-place forms (myadd_, myadd_inplace) write `self`. Writing through a tensor whose elements share
-// memory (expanded), or reading from one that partially overlaps what is written, would make the result
-// depend on the order of the loop. The Meta kernels make these checks too, so tracing refuses what running
-// refuses; the overlap is decided from storage offsets, sizes and strides (no data pointer, which fake
-// tensors do not have), as SymInts.
+// NOTE [ Which overlaps the in-place kernels refuse ]
+// The in-place forms (myadd_, myadd_inplace) compute self[i] = self[i] + other[i] for every index i, in any
+// order and, on a GPU, all at once. That is well defined only if no address is written for one index and
+// read or written for another: no two indices of self may reach one address (an expanded self), and other
+// may reach the address of self[i] only at index i (myadd_(x, x) doubles x; x[:8] and x[2:] race).
+// at::get_overlap_status decides this only for dense tensors and calls any layout with gaps in one storage
+// "too hard", which ATen's own add_ lets through: myadd_(x[0:8:2], x[2:10:2]) reads x[2] while another
+// thread writes it. Here layouts with gaps are decided as well:
+//  - self must step, in each dimension, further than its smaller steps reach together (every slice,
+//    transpose or permutation of a tensor does); other layouts (from as_strided) are refused;
+//  - with the strides of self, other is self moved by d elements, and two indices meet exactly when d is a
+//    sum of whole steps of self (x[0:8:2] and x[2:10:2] are one step apart: refused; x[0:8:2] and x[1:9:2]
+//    half a step: accepted);
+//  - views of one storage with different strides whose spans overlap are refused.
+// The Meta kernels check the same, so tracing refuses what running refuses: all of it is read from storage
+// offsets, sizes and strides as SymInts (a fake tensor has no data pointer).
 inline void check_myadd_inplace_inputs(const at::Tensor& self, const at::Tensor& other, const char* op) {
   check_myadd_inputs(self, other, op);
-  TORCH_CHECK(at::has_internal_overlap(self) != at::MemOverlap::Yes, op,
+  using detail::InplaceOverlap;
+  const InplaceOverlap overlap = detail::inplace_overlap(self, other);
+  TORCH_CHECK(overlap != InplaceOverlap::kSelfRepeats, op,
               ": self has elements that share memory (e.g. it was expanded); write into self.clone() instead");
-  TORCH_CHECK(detail::overlap_status(self, other) != at::MemOverlapStatus::Partial, op,
-              ": self and other partially overlap in memory; pass other.clone()");
+  TORCH_CHECK(overlap != InplaceOverlap::kSelfMayRepeat, op, ": self may have elements that share memory (its strides are ",
+              self.sym_strides(), " for sizes ", self.sym_sizes(), "); write into self.clone() instead");
+  TORCH_CHECK(overlap != InplaceOverlap::kPartial, op, ": self and other partially overlap in memory; pass other.clone()");
+  TORCH_CHECK(overlap != InplaceOverlap::kMayCoincide, op, ": self and other are views of one storage with different "
+              "strides whose elements may coincide; pass other.clone()");
 }
 // END check_myadd_inplace_inputs
 

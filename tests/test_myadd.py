@@ -73,6 +73,53 @@ def test_in_place_refuses_overlapping_self(layers, op, device):
         f"myops::{op}: self and other partially overlap in memory; pass other.clone()")
 
 
+# Views of one storage with gaps, which at::get_overlap_status calls "too hard" (and ATen's add_ lets through):
+# (self, other) of a base tensor of 40 elements, and whether the in-place ops accept them.
+STRIDED_VIEW_PAIRS = {
+    "every second, one step apart": (lambda x: (x[0:16:2], x[2:18:2]), False),  # other[i] is self[i + 1]
+    "every second, interleaved": (lambda x: (x[0:16:2], x[1:17:2]), True),  # disjoint elements
+    "left and right columns": (lambda x: (x.view(5, 8)[:, :4], x.view(5, 8)[:, 4:]), True),
+    "the same view twice": (lambda x: (x[::3], x[::3]), True),  # each element adds itself, like myadd_(x, x)
+    "a block and its transpose": (lambda x: (x.view(5, 8)[:4, :4], x.view(5, 8)[:4, :4].t()), False),
+    "columns against rows": (lambda x: (x.view(5, 8)[:4, :4], x.view(8, 5)[:4, 1:]), False),
+}
+TOO_HARD = ("myops::{op}: self and other are views of one storage with different strides whose elements may "
+            "coincide; pass other.clone()")
+PARTIAL = "myops::{op}: self and other partially overlap in memory; pass other.clone()"
+
+
+@pytest.mark.parametrize("device", DEVICES_AND_META)
+@pytest.mark.parametrize("op", IN_PLACE_OPS)
+@pytest.mark.parametrize("case", list(STRIDED_VIEW_PAIRS))
+def test_in_place_on_strided_views_of_one_storage(layers, case, op, device):
+    """Accepted exactly when no element is written for one index and read for another: a GPU runs them at once."""
+    make, accepted = STRIDED_VIEW_PAIRS[case]
+    base = Randn(torch.float32, device)(40)
+    self, other = make(base)
+    if accepted:
+        expected = torch.add(self, other)
+        getattr(torch.ops.myops, op)(self, other)
+        if device != "meta":
+            torch.testing.assert_close(self, expected, rtol=0, atol=0)
+        return
+    with pytest.raises(RuntimeError) as error:
+        getattr(torch.ops.myops, op)(self, other)
+    same_strides = self.stride() == other.stride()
+    assert str(error.value).splitlines()[0] == (PARTIAL if same_strides else TOO_HARD).format(op=op)
+
+
+@pytest.mark.parametrize("device", DEVICES_AND_META)
+@pytest.mark.parametrize("op", IN_PLACE_OPS)
+def test_in_place_refuses_self_whose_strides_may_meet(layers, op, device):
+    """Rows of 4 elements 2 apart: element (0, 2) and (1, 0) are one address."""
+    self = torch.zeros(16, device=device).as_strided((4, 4), (2, 1))
+    with pytest.raises(RuntimeError) as error:
+        getattr(torch.ops.myops, op)(self, torch.ones(4, 4, device=device))
+    assert str(error.value).splitlines()[0] == (
+        f"myops::{op}: self may have elements that share memory (its strides are [2, 1] for sizes [4, 4]); "
+        "write into self.clone() instead")
+
+
 @pytest.mark.parametrize("op", IN_PLACE_OPS)
 def test_tracing_refuses_the_overlaps_running_refuses(layers, op):
     """The Meta kernels make the CPU kernels' overlap checks: FakeTensor and torch.compile refuse while tracing.
