@@ -62,10 +62,22 @@ def test_regression_32x32_shape_and_grads(layers):
     assert torch.equal(x.grad, torch.ones(32, 32)) and torch.equal(y.grad, torch.ones(32, 32))
 
 
-def test_no_grad_records_nothing(layers):
-    x = torch.randn(3, requires_grad=True)
+@pytest.mark.parametrize("op", ["myadd", "mymatmul"])
+def test_no_grad_skips_the_function_and_its_graph_node(layers, op):
+    """With nothing to record our kernel calls below autograd itself: Function::apply would make a graph node
+    anyway (custom_function.h), and every node takes the thread's next sequence number (node.h, Node())."""
+    x = torch.randn(3, 3, requires_grad=True)
+
+    def next_sequence_nr():
+        return (x * 2).grad_fn._sequence_nr()
+
+    before = next_sequence_nr()
     with torch.no_grad():
-        assert myops.myadd(x, x).grad_fn is None
+        assert getattr(myops, op)(x, x).grad_fn is None
+    assert next_sequence_nr() == before + 1  # no node was made in between
+    before = next_sequence_nr()
+    getattr(myops, op)(x, x)
+    assert next_sequence_nr() == before + 2  # with grad: our Function's node
 
 
 def test_registered_on_the_autograd_alias(layers):

@@ -1,4 +1,5 @@
 """Notebooks survive being run twice in one kernel (conftest.py), and a hung cell is stopped by nbval's timeout."""
+import os
 import shutil
 import subprocess
 import sys
@@ -80,13 +81,32 @@ def test_a_dead_kernel_is_detected():
 
 
 def test_a_hung_cell_is_stopped_by_the_cell_timeout(tmp_path):
+    """The project's own configuration (pyproject.toml's addopts: xdist, strict nbval) stops a hung cell; the
+    3 s given last on the command line stands in for the project's value, which the next test reads."""
     notebook = nbformat.v4.new_notebook()
     notebook.cells = [nbformat.v4.new_code_cell("import time\ntime.sleep(600)")]
     notebook.cells[0].execution_count = 1
     path = tmp_path / "hang.ipynb"
     nbformat.write(notebook, path)
-    result = subprocess.run([sys.executable, "-m", "pytest", "--nbval-lax", "--nbval-current-env",
-                             "--nbval-cell-timeout=3", "-p", "no:cacheprovider", "-o", "addopts=", str(path)],
-                            capture_output=True, text=True, timeout=120, cwd=tmp_path)
-    assert result.returncode == 1
+    result = subprocess.run([sys.executable, "-m", "pytest", "--rootdir", str(REPO_ROOT), "-c",
+                             str(REPO_ROOT / "pyproject.toml"), "--nbval-cell-timeout=3", str(path)],
+                            capture_output=True, text=True, timeout=180, cwd=REPO_ROOT)
+    assert result.returncode == 1, result.stdout[-2000:]
     assert "Timeout of 3 seconds exceeded executing cell" in result.stdout
+
+
+def test_the_projects_cell_timeout_is_the_one_in_force(tmp_path):
+    """What a notebook cell gets under `make test`: pyproject.toml's --nbval-cell-timeout, not nbval's default
+    (2000 s, a long hang on a dead kernel)."""
+    import tomllib
+
+    addopts = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["addopts"]
+    configured = float(next(o for o in addopts if o.startswith("--nbval-cell-timeout=")).split("=")[1])
+    (tmp_path / "cell_timeout_probe.py").write_text(
+        "def pytest_configure(config):\n    print('cell timeout in force:', config.getoption('nbval_cell_timeout'))\n")
+    result = subprocess.run([sys.executable, "-m", "pytest", "-p", "cell_timeout_probe", "-n", "0", "--collect-only",
+                             "-q", str(NOTEBOOKS[0])], capture_output=True, text=True, timeout=180, cwd=REPO_ROOT,
+                            env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert f"cell timeout in force: {configured:g}" in result.stdout.replace(".0\n", "\n")
+    assert configured < 2000

@@ -18,7 +18,8 @@ def test_measurements_have_every_field(layers):
     [matmul] = perf.mymatmul_throughput([32], min_run_time=0.01)
     assert matmul["n"] == 32 and matmul["mymatmul_GFLOPs"] > 0 and matmul["ratio_vs_aten"] > 0
     overhead = perf.call_overhead(min_run_time=0.01)
-    assert overhead["ratio_vs_aten"] == overhead["torch.ops.myops.myadd"] / overhead["torch.add"]
+    assert {"torch.add", "torch.ops.myops.myadd", "torch.ops.aten.add.Tensor"} <= set(overhead)
+    assert min(overhead[name] for name in overhead if name != "ratio_vs_aten") > 0
 
 
 def test_fastest_micros_times_each_call_with_its_arguments():
@@ -31,9 +32,13 @@ def test_fastest_micros_times_each_call_with_its_arguments():
 
 def test_environment_names_the_machine_and_the_flags():
     env = perf.environment()
-    assert env["cpu"] and env["threads"] == torch.get_num_threads() and env["torch"] == torch.__version__
-    assert env["cxx_flags"] == list(build.CXX_FLAGS) and "-fopenmp" in env["cxx_flags"]
-    assert set(env["simd"]) <= set(perf.SIMD_FLAGS)
+    assert env["cpu"] and env["torch"] == torch.__version__
+    # The CPU's vector extensions as /proc/cpuinfo names them agree with what the compiler finds for
+    # -march=native (a second, independent reading of the same CPU).
+    if "-march=native" in build.CXX_FLAGS:
+        native = build.native_target("c++")
+        for flag in ("avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512dq"):
+            assert (flag in env["simd"]) == (f"#define __{flag.upper()}__ 1" in native), flag
     line = perf.describe(env)
     assert env["cpu"] in line and f"{env['threads']} threads" in line and "-fopenmp" in line
     assert f"load {env['load_average']} on {env['cpus']} CPUs" in line
@@ -66,8 +71,16 @@ def test_unknown_step_is_named(steps_layer):
 
 def test_register_tile_is_whole_vectors(steps_layer):
     rows, cols = torch.ops.myops_bench.mymatmul_tile(torch.float32)
-    # 2 vectors of 8 (AVX2) or 16 (AVX-512) floats, or the portable build's 4 x 8
-    assert (rows, cols) in ((6, 16), (6, 32), (4, 8))
+    # 6 rows of 2 vectors of 16 (AVX-512) or 8 (AVX2) floats, or the portable build's 4 x 8: the one that
+    # csrc/cpu/vectorized.h picks for what the compiler finds here
+    native = build.native_target("c++")
+    if all(f"#define __{name}__ 1" in native for name in ("AVX512F", "AVX512BW", "AVX512DQ", "AVX512VL")):
+        expected = (6, 32)
+    elif all(f"#define __{name}__ 1" in native for name in ("AVX2", "FMA", "F16C")):
+        expected = (6, 16)
+    else:
+        expected = (4, 8)
+    assert (rows, cols) == expected
     double_cols = cols // 2 if rows == 6 else cols
     assert torch.ops.myops_bench.mymatmul_tile(torch.float64) == [rows, double_cols]
     assert torch.ops.myops_bench.mymatmul_tile(torch.bfloat16) == [rows, cols]  # packed as float
