@@ -331,3 +331,28 @@ def test_cuda_kernels_match_aten_on_a_gpu(site, cuda_library):
                          pythonpath=site).splitlines()
     assert out[2:] == ["stableops::myadd: expected both tensors on the same device, got cuda:0 and cpu; "
                        "move one with .to(device)", "gpu cases equal to ATen: 32"]
+
+
+# More row tiles than gridDim.y holds (65535 tiles of 16 rows: 1,048,560 rows), then as many columns.
+LARGE_ROWS_CHILD = """
+import torch, myops_stable
+torch.ops.load_library({library!r})
+rows = 65535 * 16 + 17
+x, w = torch.randn(rows, 3, device="cuda"), torch.randn(3, 5, device="cuda")
+for a, b in ((x, w), (w.t(), x.t())):
+    expected = (a.double() @ b.double()).float()
+    torch.testing.assert_close(myops_stable.mymatmul(a, b), expected, rtol=1e-5, atol=1e-4)
+print("rows", rows, "equal to ATen")
+"""
+
+
+def test_cuda_mymatmul_has_no_row_limit_to_refuse(cuda_library):
+    """csrc/stable/cuda/mymatmul.cu loops over its output tiles along gridDim.x, as csrc/cuda/mymatmul.cu does,
+    instead of putting tiles of rows on gridDim.y: the library no longer carries the refusal of more rows."""
+    assert b"more than the CUDA kernel's limit" not in cuda_library.read_bytes()
+
+
+@needs_gpu
+def test_cuda_mymatmul_beyond_65535_row_tiles(site, cuda_library):
+    out = wheeltools.run(sys.executable, LARGE_ROWS_CHILD.format(library=str(cuda_library)), pythonpath=site)
+    assert out.splitlines() == [f"rows {65535 * 16 + 17} equal to ATen"]

@@ -2,7 +2,9 @@
 //
 // A shared-memory tiled kernel: each block computes a kTile x kTile tile of the output, loading matching
 // tiles of both inputs (converted to the accumulation type) into shared memory, one depth step at a time.
-// Inputs of any strides are copied to contiguous ones first.
+// Inputs of any strides are copied to contiguous ones first. The output tiles are numbered 0, 1, ... along a
+// one-dimensional grid that loops over them, so the number of rows and columns is limited only by memory
+// (gridDim.y would stop at 65535 tiles of rows: 1,048,560 rows).
 #include <torch/csrc/stable/accelerator.h>
 #include <torch/csrc/stable/library.h>
 #include <torch/csrc/stable/ops.h>
@@ -12,6 +14,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
@@ -22,7 +25,7 @@ namespace {
 using torch::stable::Tensor;
 
 constexpr int kTile = 16;
-constexpr int64_t kMaxGridY = 65535;  // the CUDA limit on gridDim.y: at most kTile * kMaxGridY rows
+constexpr int64_t kMaxGridX = 2147483647;  // the CUDA limit on gridDim.x
 
 template <typename scalar_t>
 using opmath_t = std::conditional_t<std::is_same_v<scalar_t, double>, double, float>;
@@ -34,21 +37,26 @@ __global__ void mymatmul_kernel(const scalar_t* a, const scalar_t* b, scalar_t* 
   using acc_t = opmath_t<scalar_t>;
   __shared__ acc_t tile_a[kTile][kTile];
   __shared__ acc_t tile_b[kTile][kTile];
-  const int64_t row = blockIdx.y * static_cast<int64_t>(kTile) + threadIdx.y;
-  const int64_t col = blockIdx.x * static_cast<int64_t>(kTile) + threadIdx.x;
-  acc_t sum = 0;
-  for (int64_t p0 = 0; p0 < k; p0 += kTile) {
-    const int64_t pa = p0 + threadIdx.x, pb = p0 + threadIdx.y;
-    tile_a[threadIdx.y][threadIdx.x] = row < n && pa < k ? static_cast<acc_t>(a[row * k + pa]) : acc_t(0);
-    tile_b[threadIdx.y][threadIdx.x] = pb < k && col < m ? static_cast<acc_t>(b[pb * m + col]) : acc_t(0);
-    __syncthreads();
-    for (int p = 0; p < kTile; ++p) {
-      sum += tile_a[threadIdx.y][p] * tile_b[p][threadIdx.x];
+  const int64_t col_tiles = (m + kTile - 1) / kTile;
+  const int64_t tiles = (n + kTile - 1) / kTile * col_tiles;
+  // All threads of a block take the same tiles, so every thread reaches every __syncthreads().
+  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+    const int64_t row = t / col_tiles * kTile + threadIdx.y;
+    const int64_t col = t % col_tiles * kTile + threadIdx.x;
+    acc_t sum = 0;
+    for (int64_t p0 = 0; p0 < k; p0 += kTile) {
+      const int64_t pa = p0 + threadIdx.x, pb = p0 + threadIdx.y;
+      tile_a[threadIdx.y][threadIdx.x] = row < n && pa < k ? static_cast<acc_t>(a[row * k + pa]) : acc_t(0);
+      tile_b[threadIdx.y][threadIdx.x] = pb < k && col < m ? static_cast<acc_t>(b[pb * m + col]) : acc_t(0);
+      __syncthreads();
+      for (int p = 0; p < kTile; ++p) {
+        sum += tile_a[threadIdx.y][p] * tile_b[p][threadIdx.x];
+      }
+      __syncthreads();
     }
-    __syncthreads();
-  }
-  if (row < n && col < m) {
-    out[row * m + col] = static_cast<scalar_t>(sum);  // round once, at the end
+    if (row < n && col < m) {
+      out[row * m + col] = static_cast<scalar_t>(sum);  // round once, at the end
+    }
   }
 }
 
@@ -56,8 +64,9 @@ __global__ void mymatmul_kernel(const scalar_t* a, const scalar_t* b, scalar_t* 
 template <typename scalar_t>
 void launch_mymatmul(const Tensor& a, const Tensor& b, const Tensor& out, cudaStream_t stream) {
   const int64_t n = a.size(0), k = a.size(1), m = b.size(1);
+  const int64_t tiles = (n + kTile - 1) / kTile * ((m + kTile - 1) / kTile);
   const dim3 threads(kTile, kTile);
-  const dim3 blocks(static_cast<unsigned>((m + kTile - 1) / kTile), static_cast<unsigned>((n + kTile - 1) / kTile));
+  const dim3 blocks(static_cast<unsigned>(std::min(tiles, kMaxGridX)));  // more tiles: the blocks loop over them
   mymatmul_kernel<scalar_t><<<blocks, threads, 0, stream>>>(
       a.const_data_ptr<scalar_t>(), b.const_data_ptr<scalar_t>(), out.mutable_data_ptr<scalar_t>(), n, k, m);
 }
@@ -74,10 +83,6 @@ Tensor mymatmul_cuda(const Tensor& self, const Tensor& other) {
   Tensor out = torch::stable::new_empty(self, {n, m});
   if (out.numel() == 0) {
     return out;
-  }
-  if ((n + kTile - 1) / kTile > kMaxGridY) {
-    stableops::fail("stableops::mymatmul: self has ", n, " rows, more than the CUDA kernel's limit of ",
-                    kTile * kMaxGridY, "; split self into row blocks and concatenate the products");
   }
   const Tensor a = torch::stable::contiguous(self);
   const Tensor b = torch::stable::contiguous(other);
