@@ -8,10 +8,24 @@ child processes, one per torch release.
 """
 import torch
 
-import myops_stable
-
 DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
-TOLERANCE = {torch.float16: 2e-3, torch.bfloat16: 2e-2, torch.float32: 1e-5, torch.float64: 1e-12}
+UNIT_ROUNDOFF = {torch.float16: 2**-11, torch.bfloat16: 2**-8, torch.float32: 2**-24, torch.float64: 2**-53}
+ACCUMULATES_IN = {torch.float16: torch.float32, torch.bfloat16: torch.float32, torch.float32: torch.float32,
+                  torch.float64: torch.float64}
+
+
+def assert_product_close(out, a, b, msg):
+    """out is a @ b within a dot product's forward error: the rounding of the result to its dtype (2u |a @ b|)
+    plus sqrt(k) roundings of the accumulation dtype on the terms' magnitudes (2 sqrt(k) u_acc (|a| @ |b|)),
+    against an exact float64 product. Looser tolerances accept a wrong kernel; tighter ones a different order of
+    summation fails."""
+    exact, terms = a.double() @ b.double(), a.double().abs() @ b.double().abs()
+    k = a.shape[1]
+    bound = (2 * UNIT_ROUNDOFF[out.dtype] * exact.abs()
+             + 2 * max(1.0, k ** 0.5) * UNIT_ROUNDOFF[ACCUMULATES_IN[out.dtype]] * terms)
+    error = (out.double() - exact).abs()
+    assert out.shape == exact.shape and bool((error <= bound).all()), (
+        f"{msg}: off by up to {float((error / bound.clamp_min(1e-300)).max()):.1f} times its bound")
 
 
 def layouts(dtype):
@@ -52,18 +66,14 @@ def reference(fn, a, b):
 def check_values():
     count = 0
     for dtype in DTYPES:
-        tol = TOLERANCE[dtype]
         for name, a, b in layouts(dtype):
             out = myops_stable.myadd(a, b)
             assert out.is_contiguous(), f"myadd {dtype} {name}: output not contiguous"
-            torch.testing.assert_close(out, reference(torch.add, a, b), rtol=tol, atol=tol, msg=f"myadd {dtype} {name}")
+            # One rounding of an exact sum, as ATen's add: equal, not merely close.
+            torch.testing.assert_close(out, reference(torch.add, a, b), rtol=0, atol=0, msg=f"myadd {dtype} {name}")
             count += 1
         for name, a, b in matrices(dtype):
-            out = myops_stable.mymatmul(a, b)
-            # Long sums in half precision round differently from ATen's float64 reference: compare in its scale.
-            scale = max(1.0, a.shape[1] ** 0.5)
-            torch.testing.assert_close(out, reference(torch.matmul, a, b), rtol=tol * scale, atol=tol * scale,
-                                       msg=f"mymatmul {dtype} {name}")
+            assert_product_close(myops_stable.mymatmul(a, b), a, b, f"mymatmul {dtype} {name}")
             count += 1
     return count
 
@@ -95,6 +105,8 @@ def check_opcheck():
 
 
 if __name__ == "__main__":
+    import myops_stable  # the installed package; tests import this file for assert_product_close
+
     print(f"torch {torch.__version__}")
     print(f"values equal ATen's: {check_values()} cases (myadd and mymatmul, 4 dtypes)")
     print(f"exact error messages: {check_errors()} cases")

@@ -19,6 +19,7 @@ from myops import dispatch, toolchain
 from myops.build import REPO_ROOT
 
 sys.path.insert(0, str(REPO_ROOT / "stable"))
+import check_install  # noqa: E402
 import wheeltools  # noqa: E402
 from wheeltools import OLDEST_TORCH, TORCH_TARGET_VERSION  # noqa: E402
 
@@ -33,7 +34,6 @@ if tuple(map(int, torch.__version__.split("+")[0].split(".")[:2])) < tuple(map(i
                 allow_module_level=True)
 
 FLOAT_DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
-TOLERANCE = {torch.float16: 2e-3, torch.bfloat16: 2e-2, torch.float32: 1e-5, torch.float64: 1e-12}
 
 
 @pytest.fixture(scope="module")
@@ -173,10 +173,16 @@ class TestMymatmul:
     def test_matches_aten(self, stable, dtype):
         for name, x, y in matmul_layouts(dtype):
             result = stable.mymatmul(x, y)
-            expected = (x.double() @ y.double()).to(dtype)
-            tol = TOLERANCE[dtype] * max(1.0, x.shape[1] ** 0.5)  # long sums in the scale of the result
-            assert result.shape == expected.shape and result.dtype == dtype, name
-            torch.testing.assert_close(result, expected, rtol=tol, atol=tol, msg=name)
+            assert result.dtype == dtype, name
+            check_install.assert_product_close(result, x, y, name)
+
+    @pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+    def test_the_value_check_refuses_a_product_one_percent_off(self, stable, dtype):
+        x, y = torch.randn(64, 300, dtype=dtype), torch.randn(300, 32, dtype=dtype)
+        result = stable.mymatmul(x, y)
+        check_install.assert_product_close(result, x, y, "as computed")
+        with pytest.raises(AssertionError, match="1 percent off: off by up to"):
+            check_install.assert_product_close((result.double() * 1.01).to(dtype), x, y, "1 percent off")
 
     def test_gradients_first_and_second_order(self, stable):
         x = torch.randn(4, 6, dtype=torch.float64, requires_grad=True)
