@@ -1,5 +1,6 @@
 # make lab   — set everything up (first time only) and open the notebooks in JupyterLab
 # make test  — set everything up (first time only) and run every test and every notebook
+# make site  — the course as a static website in build/site/, from the stored notebooks (nothing executed)
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
@@ -7,7 +8,7 @@ STAMP  := $(VENV)/.installed
 # The project's JupyterLab defaults, installed into the environment (a user's own settings still win).
 LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings/overrides.json
 
-.PHONY: setup lab test clean outputs gpu-image
+.PHONY: setup lab test clean outputs gpu-image site
 
 setup: $(STAMP) $(LAB_SETTINGS)
 
@@ -33,6 +34,15 @@ lab: setup
 
 test: setup
 	$(PY) -m pytest
+
+# The website: README.md, the notebooks with their stored outputs, each exercise's stub and each C++ file a notebook
+# shows (docs/conf.py, docs/course_site.py). Warnings are errors: a broken link or a missing picture fails the build.
+# Sphinx reads a staging folder under build/ that docs/course_site.py lays out; the notebooks are only read.
+SITE_SRC := build/site-src
+site: setup
+	mkdir -p $(SITE_SRC)
+	$(PY) -m sphinx -W --keep-going -q -b html -c docs $(SITE_SRC) build/site
+	@echo "site: build/site/index.html"
 
 # Removes the compiled layers; the next load rebuilds them.
 clean:
