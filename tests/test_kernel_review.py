@@ -52,6 +52,6 @@ def test_grid_fills_every_sm_with_as_many_blocks_as_fit(layers, tmp_path):
              if event.get("cat") == "kernel" and "myadd_dense_kernel" in event.get("name", "")]
     assert len(grids) == 1, grids
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    blocks, rows, layers_ = grids[0]
-    assert (rows, layers_) == (1, 1)
+    blocks, grid_y, grid_z = grids[0]
+    assert (grid_y, grid_z) == (1, 1)
     assert blocks % sms == 0 and blocks // sms >= 2, (blocks, sms)
