@@ -116,7 +116,7 @@ def test_bad_input_message(layers, self_size, other_size, other_dtype, message, 
     assert str(error.value).splitlines()[0] == message
 
 
-@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("device", DEVICES_AND_META)
 def test_unsupported_dtype_message(layers, device):
     x = torch.ones(2, 3, dtype=torch.int64, device=device)
     with pytest.raises(RuntimeError) as error:

@@ -25,6 +25,13 @@ def test_matches_reference(layers, name, dtype, device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_an_infinite_eps_gives_atens_zeros(layers, device):
+    x, w = torch.randn(3, 8, device=device), torch.randn(8, device=device)
+    expected = torch.nn.functional.rms_norm(x, (8,), w, eps=float("inf"))
+    assert torch.equal(myops.myrmsnorm(x, w, eps=float("inf")), expected) and not expected.any()
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_eps_is_used(layers, device):
     x, w = torch.zeros(2, 3, device=device), torch.ones(3, device=device)
     assert torch.equal(myops.myrmsnorm(x, w, eps=1.0), torch.zeros(2, 3, device=device))
@@ -48,13 +55,15 @@ BAD_INPUTS = [  # (self, weight, eps, message) as (size, dtype) pairs; the tenso
      "pass one weight per element of the last dimension"),
     (((2, 3), None), ((3,), None), -1.0,
      "myops::myrmsnorm: eps must be >= 0, got -1; pass a small positive eps such as 1e-6"),
+    (((2, 3), None), ((3,), None), float("nan"),
+     "myops::myrmsnorm: eps must be >= 0, got nan; pass a small positive eps such as 1e-6"),
     (((2, 3), torch.bfloat16), ((3,), None), 1e-6,
      "myops::myrmsnorm: expected tensors of the same dtype, got BFloat16 and Float; convert one with .to(dtype)"),
 ]
 
 
 @pytest.mark.parametrize("device", DEVICES_AND_META)
-@pytest.mark.parametrize("x, w, eps, message", BAD_INPUTS, ids=["0-d", "weight", "eps", "dtypes"])
+@pytest.mark.parametrize("x, w, eps, message", BAD_INPUTS, ids=["0-d", "weight", "eps", "eps nan", "dtypes"])
 def test_bad_input_message(layers, x, w, eps, message, device):
     (x_size, x_dtype), (w_size, w_dtype) = x, w
     x, w = torch.ones(x_size, dtype=x_dtype, device=device), torch.ones(w_size, dtype=w_dtype, device=device)

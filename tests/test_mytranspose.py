@@ -19,11 +19,12 @@ def test_is_a_view_with_swapped_sizes_and_strides(layers, device):
 
 
 @pytest.mark.parametrize("device", DEVICES_AND_META)
-def test_bad_input_message(layers, device):
+@pytest.mark.parametrize("shape", [(), (3,), (2, 2, 2)], ids=["0-d", "1-d", "3-d"])
+def test_bad_input_message(layers, device, shape):
     with pytest.raises(RuntimeError) as error:
-        myops.mytranspose(torch.ones(2, 2, 2, device=device))
+        myops.mytranspose(torch.ones(shape, device=device))
     assert str(error.value).splitlines()[0] == (
-        "myops::mytranspose: expected a 2-d tensor, got 3-d; use tensor.permute(...) for other ranks")
+        f"myops::mytranspose: expected a 2-d tensor, got {len(shape)}-d; use tensor.permute(...) for other ranks")
 
 
 def test_one_composite_kernel_serves_every_backend(layers):
