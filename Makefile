@@ -38,6 +38,8 @@ test: setup
 # The website: README.md, the notebooks with their stored outputs, each exercise's stub and each C++ file a notebook
 # shows (docs/conf.py, docs/course_site.py). Warnings are errors: a broken link or a missing picture fails the build.
 # Sphinx reads a staging folder under build/ that docs/course_site.py lays out; the notebooks are only read.
+# COURSE_REPOSITORY_URL=https://github.com/<owner>/<repo>/blob/main links each file's path to the hosted repository
+# (for a published site); without it the path links to the file itself, copied into the site.
 SITE_SRC := build/site-src
 site: setup
 	mkdir -p $(SITE_SRC)

@@ -24,9 +24,9 @@ myst_heading_anchors = 3
 
 # PyTorch's docs use pytorch-sphinx-theme2, built on pydata-sphinx-theme. Its 0.4.13 builds offline, but every page
 # it writes loads jQuery, list.js and Google Fonts from CDNs, Google Tag Manager and a Facebook pixel, searches with
-# Google's custom search of pytorch.org (not this site), links a stylesheet the package does not ship and carries
-# the Linux Foundation's PyTorch header and footer. Its base theme ships its fonts and icons and keeps Sphinx's own
-# search, so a page read from a laptop without network, or on 127.0.0.1 in the test, is complete.
+# Google's custom search of pytorch.org (not this site), links a stylesheet the package does not ship, carries the
+# Linux Foundation's PyTorch footer, and it holds Sphinx at <= 7.2.6. Its base theme ships its fonts and icons and
+# keeps Sphinx's own search, so a page read without network (on 127.0.0.1 in tests/test_site.py) is complete.
 html_theme = "pydata_sphinx_theme"
 html_title = "dispatcher-notebooks"
 html_theme_options = {
