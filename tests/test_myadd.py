@@ -3,11 +3,16 @@ layout, the in-place contract, bad inputs, and which kernel each key runs.
 
 Inputs are built on the device under test by tests/helpers.py, so strided layouts reach strided kernels.
 """
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
 import myops
-from myops import build, dispatch
+from myops import dispatch
 from helpers import (DEVICES, DEVICES_AND_META, DTYPE_IDS, FLOAT_DTYPES, Randn, layout, layout_names,
                      needs_cuda_toolchain, needs_gpu, needs_gpu_memory, storage_tensor)
 
@@ -248,7 +253,39 @@ def test_registered_cuda_kernel(layers, op):
     assert (table["CUDA"].kind, table["CUDA"].source) == ("kernel", "csrc/cuda/myadd.cu")
 
 
-def test_cpu_layer_is_built_with_openmp(layers):
-    # at::parallel_for is inlined into the layer: without -fopenmp it has no parallel region and
-    # silently runs on one thread. A parallel region compiles to a call of GOMP_parallel.
-    assert b"GOMP_parallel" in build.load_layer("cpu").library.read_bytes()
+# Runs myadd on a large tensor with 1 and with 2 threads in a fresh process and prints how many of its threads
+# gained CPU time (utime + stime ticks of /proc/self/task/*/stat) during the calls.
+THREADS_AT_WORK = """
+import os, time, torch, myops
+myops.load("cpu")
+
+def ticks():
+    found = {}
+    for task in os.listdir("/proc/self/task"):
+        try:
+            fields = open(f"/proc/self/task/{task}/stat").read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        found[task] = int(fields[11]) + int(fields[12])
+    return found
+
+a = torch.ones(2**22)
+for threads in (1, 2):
+    torch.set_num_threads(threads)
+    torch.ops.myops.myadd(a, a)
+    time.sleep(0.3)  # idle OpenMP workers stop spinning
+    before = ticks()
+    for _ in range(300):
+        torch.ops.myops.myadd(a, a)
+    after = ticks()
+    print(sum(after[t] - before.get(t, 0) >= 3 for t in after))
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir() or os.cpu_count() < 2, reason="needs Linux and two cores")
+def test_the_cpu_kernel_runs_on_as_many_threads_as_torch_is_given():
+    # at::parallel_for is inlined into the layer: without -fopenmp it has no parallel region and silently runs on
+    # one thread. Count the threads that did the work rather than look for OpenMP in the library.
+    result = subprocess.run([sys.executable, "-c", THREADS_AT_WORK], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == ["1", "2"]
