@@ -227,3 +227,20 @@ def without_system_cuda_reason() -> str | None:
     if probe.returncode != 0:
         return f"cannot hide the system CUDA toolkit here (exit {probe.returncode}: {probe.stderr.strip()[:200]})"
     return None
+
+
+# -- a real browser -----------------------------------------------------------------------------------------------
+def chromium() -> str | None:
+    """The system Chromium (Debian's package), or None: Playwright's own browser download is not used."""
+    import shutil
+
+    return next((path for name in ("chromium", "chromium-browser") if (path := shutil.which(name))), None)
+
+
+def launch_chromium(playwright):
+    """Headless system Chromium through Playwright."""
+    return playwright.chromium.launch(
+        executable_path=chromium(),
+        # root needs --no-sandbox; the rest keeps Chromium off a network this machine does not have
+        args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+              "--no-first-run", "--disable-sync"])

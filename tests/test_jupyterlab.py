@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import chromium, launch_chromium
 from myops.build import REPO_ROOT
 
 NOTEBOOKS = REPO_ROOT / "notebooks"
@@ -24,11 +25,6 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def chromium():
-    """The system Chromium (Debian's package), or None: Playwright's own browser download is not used."""
-    return next((path for name in ("chromium", "chromium-browser") if (path := shutil.which(name))), None)
 
 
 class Lab:
@@ -92,11 +88,7 @@ def run_all_cells_in_the_browser(lab, name: str, screenshot: Path, timeout: floa
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=chromium(),
-            # root needs --no-sandbox; the rest keeps Chromium off a network this machine does not have
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                  "--no-first-run", "--disable-sync"])
+        browser = launch_chromium(playwright)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.goto(lab.url(f"lab/tree/{name}"))

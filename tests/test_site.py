@@ -21,7 +21,7 @@ import pytest
 from myops.build import REPO_ROOT
 
 pytest.importorskip("myst_nb", reason="the site's packages (requirements.txt) are not installed")
-from test_jupyterlab import chromium  # noqa: E402  (the same system Chromium, found the same way)
+from helpers import chromium, launch_chromium  # noqa: E402
 
 SITE = REPO_ROOT / "build" / "site"
 SCREENS = REPO_ROOT / "build" / "site-screens"
@@ -204,11 +204,7 @@ def reader(server):
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=chromium(),
-            # root needs --no-sandbox; the rest keeps Chromium off a network this machine does not have
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                  "--no-first-run", "--disable-sync"])
+        browser = launch_chromium(playwright)
         try:
             yield Reader(browser, server)
         finally:
