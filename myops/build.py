@@ -342,8 +342,11 @@ class Builder:
 @functools.lru_cache(maxsize=None)
 def _compiler_macros(compiler: str, flags: tuple[str, ...] = ()) -> str:
     """What the compiler predefines with `flags`: says which compiler it is, its version, its target."""
-    result = subprocess.run([compiler, *flags, "-dM", "-E", "-x", "c++", os.devnull], capture_output=True,
-                            text=True, timeout=60)
+    try:
+        result = subprocess.run([compiler, *flags, "-dM", "-E", "-x", "c++", os.devnull], capture_output=True,
+                                text=True, timeout=60)
+    except OSError:  # no such compiler: load() names it
+        return ""
     return result.stdout if result.returncode == 0 else ""
 
 

@@ -65,7 +65,12 @@ def lab(tmp_path_factory):
     # A copy of the notebooks: running them through the UI saves them, and the stored ones must not change.
     root = tmp_path_factory.mktemp("lab") / "notebooks"
     shutil.copytree(NOTEBOOKS, root)
-    server = Lab(root, tmp_path_factory.mktemp("home"))
+    home = tmp_path_factory.mktemp("home")
+    # matplotlib's font cache, made once per home, says so on stderr in the first notebook that plots; the
+    # stored outputs come from a machine where it exists.
+    subprocess.run([sys.executable, "-c", "import matplotlib.font_manager"], env={**os.environ, "HOME": str(home)},
+                   check=True, capture_output=True, timeout=300)
+    server = Lab(root, home)
     yield server
     server.stop()
 
