@@ -287,22 +287,23 @@ def test_dispatch_table_rows(stable, op):
 
 # -- CUDA: csrc/stable/cuda, compiled where a toolkit exists (not in the wheel: see wheeltools.build_cuda) --
 CUDA_CHILD = """
-import torch, myops_stable
+import sys, torch, myops_stable
 from myops import dispatch
+sys.path.insert(0, {stable!r})
+from check_install import assert_product_close
 torch.ops.load_library({library!r})
 for op in ("myadd", "mymatmul"):
     entry = {{e.key: e for e in dispatch.dispatch_table("stableops::" + op)}}["CUDA"]
     print(op, entry.kind, entry.source)
 if {on_gpu}:
     cases = 0
-    for dtype, tol in ((torch.float16, 2e-3), (torch.bfloat16, 2e-2), (torch.float32, 1e-5), (torch.float64, 1e-12)):
+    for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
         x, y = torch.randn(300, 200, dtype=dtype, device="cuda"), torch.randn(200, 300, dtype=dtype, device="cuda")
         for a, b in ((x, y.t()), (x[:, ::2], y.t()[:, 1::2]), (x[:1].expand(300, 200), y.t()), (x[:0], y.t()[:0])):
             torch.testing.assert_close(myops_stable.myadd(a, b), a + b, rtol=0, atol=0)
             cases += 1
         for a, b in ((x, y), (x.t().contiguous().t(), y[:, :7]), (x[:, :0], y[:0]), (x[:5], y.t().contiguous().t())):
-            expected = (a.double() @ b.double()).to(dtype)
-            torch.testing.assert_close(myops_stable.mymatmul(a, b), expected, rtol=tol * 15, atol=tol * 15)
+            assert_product_close(myops_stable.mymatmul(a, b), a, b, f"mymatmul {{dtype}} on the GPU")
             cases += 1
     try:
         myops_stable.myadd(x, y.cpu())
@@ -313,6 +314,10 @@ if {on_gpu}:
     assert torch.autograd.gradcheck(myops_stable.mymatmul, (x, w))
     print("gpu cases equal to ATen:", cases)
 """
+
+
+def cuda_child(library, on_gpu: bool) -> str:
+    return CUDA_CHILD.format(library=str(library), stable=str(REPO_ROOT / "stable"), on_gpu=on_gpu)
 
 
 @pytest.fixture(scope="module")
@@ -327,14 +332,14 @@ def test_cuda_kernels_compile_and_register(site, cuda_library):
     assert wheeltools.symbols(cuda_library)["torch C++"] == []
     # ...but bound to one CUDA runtime major version: why the wheel leaves it out.
     assert f"libcudart.so.{torch.version.cuda.split('.')[0]}" in wheeltools.needed_libraries(cuda_library)
-    out = wheeltools.run(sys.executable, CUDA_CHILD.format(library=str(cuda_library), on_gpu=False),
+    out = wheeltools.run(sys.executable, cuda_child(cuda_library, on_gpu=False),
                          pythonpath=site).splitlines()
     assert out == ["myadd kernel csrc/stable/cuda/myadd.cu", "mymatmul kernel csrc/stable/cuda/mymatmul.cu"]
 
 
 @needs_gpu
 def test_cuda_kernels_match_aten_on_a_gpu(site, cuda_library):
-    out = wheeltools.run(sys.executable, CUDA_CHILD.format(library=str(cuda_library), on_gpu=True),
+    out = wheeltools.run(sys.executable, cuda_child(cuda_library, on_gpu=True),
                          pythonpath=site).splitlines()
     assert out[2:] == ["stableops::myadd: expected both tensors on the same device, got cuda:0 and cpu; "
                        "move one with .to(device)", "gpu cases equal to ATen: 32"]
