@@ -63,7 +63,7 @@ def test_sanitize_file_removes_build_progress_only():
     from nbval.plugin import get_sanitize_patterns
 
     patterns = get_sanitize_patterns((REPO_ROOT / "notebooks" / "sanitize.cfg").read_text())
-    assert len(patterns) == 2
+    assert len(patterns) == 1  # nothing else differs between two runs of a notebook
 
     def sanitize(text):
         for regex, replace in patterns:
@@ -75,4 +75,3 @@ def test_sanitize_file_removes_build_progress_only():
     first = "myops: built layer schema in 10.7 s (8.9 s of it precompiling torch/library.h)\n"
     assert sanitize(first + warm) == warm
     assert sanitize(warm) == warm
-    assert sanitize("CPU: registered at /x/y.cpp:12 [kernel]") == "CPU: registered at SOURCE [kernel]"
