@@ -72,10 +72,15 @@ needs_cuda_torch = pytest.mark.skipif(toolchain.cuda_skip_reason() is not None,
                                       reason=str(toolchain.cuda_skip_reason()))
 
 
+# The oldest CMake found: the system's (/usr/bin or /usr/local/bin: 3.25 on Debian 12), else the pinned CMake 4.
+OLDEST = (OLDER or [CMAKE4])[0]
+
+
 @needs_hiding
-def test_seed_command_builds_every_cpu_layer_without_a_system_toolkit():
-    # The oldest CMake here (the system's 3.25 on Debian 12, else the pinned 4) with exactly the seed's flags.
-    version = (OLDER or [CMAKE4])[0]
+@pytest.mark.skipif(OLDEST is None, reason="no CMake: neither the pinned CMake 4 nor one in /usr/bin or /usr/local/bin")
+@pytest.mark.parametrize("version", [OLDEST], ids=lambda version: f"oldest-cmake-found-{version}")
+def test_seed_command_with_the_oldest_cmake_builds_every_cpu_layer_without_a_system_toolkit(version):
+    # Exactly the seed's flags, with the oldest CMake the project meets: the test's name says which one ran.
     log, layers = build_and_check(CMAKES[version], REPO_ROOT / "build" / f"cmake-{version}", *SEED_ARGS,
                                   wrap=without_system_cuda)
     assert layers == "cpu"
@@ -128,14 +133,16 @@ def test_cuda_compile_lines_carry_the_requested_architectures(tmp_path, arch_lis
 
 
 @needs_cuda_torch
-@pytest.mark.skipif(not Path("/usr/local/cuda/bin/nvcc").is_file(), reason="no system CUDA toolkit to name")
+@pytest.mark.skipif(toolchain.pip_toolkit_root() is None, reason="no pip CUDA compiler to lay out as a named toolkit")
 def test_a_toolkit_named_by_cuda_home_is_used_as_it_is(tmp_path):
-    result = subprocess.run([CMAKES[max(CMAKES)], "-S", str(REPO_ROOT / "csrc"), "-B", str(tmp_path), *SEED_ARGS],
-                            capture_output=True, text=True, timeout=300,
-                            env={**os.environ, "CUDA_HOME": "/usr/local/cuda"})
-    assert result.returncode == 0, result.stderr
+    # A toolkit of its own, in the usual layout, built from the pinned pip compiler: any machine has one to name.
+    named = toolchain.toolkit_layout(toolchain.pip_toolkit_root(), tmp_path / "named-toolkit")
+    result = subprocess.run([CMAKES[max(CMAKES)], "-S", str(REPO_ROOT / "csrc"), "-B", str(tmp_path / "build"),
+                             *SEED_ARGS], capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "CUDA_HOME": str(named)})
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr
     assert "myops: CUDA toolkit from pip" not in result.stdout
-    assert "/usr/local/cuda" in (tmp_path / "CMakeCache.txt").read_text()
+    assert str(named / "bin" / "nvcc") in (tmp_path / "build" / "CMakeCache.txt").read_text()
 
 
 def test_the_pinned_cmake_is_installed():
