@@ -138,3 +138,49 @@ def test_a_kernel_that_recurses_is_reported_as_a_crash_not_a_traceback(broken):
     assert result.status == "crashed"
     assert result.message == ("not solved yet: the check crashed with SIGSEGV (often a stack overflow: a kernel that "
                               "calls its own operator without excluding its dispatch key recurses forever)")
+
+
+# -- the checker's own behaviours: verdicts without a check's answer, the command line ----------------------
+def test_an_answer_that_never_returns_gets_the_timeout_verdict(broken):
+    root, build, folder = broken("08", "import", "while True:\n    pass\nimport", "timing.py")
+    result = exercises.verdict("08", root=root, build_dir=build, timeout=20)
+    assert (result.status, result.message) == (
+        "timeout", "not solved yet: the check did not finish within 20 s (an endless loop?)")
+
+
+def test_an_answer_that_exits_the_process_is_reported_with_its_last_words(broken):
+    root, build, folder = broken("08", "import", "import os, sys\nsys.stderr.write('leaving now\\n')\nos._exit(3)\n"
+                                 "import", "timing.py")
+    result = exercises.verdict("08", root=root, build_dir=build)
+    assert (result.status, result.message) == (
+        "crashed", "not solved yet: the check stopped without a verdict: leaving now")
+
+
+def test_a_tree_without_the_exercise_folder_is_told_which_folder_is_missing(tmp_path):
+    (tmp_path / "mine").mkdir()
+    result = exercises.verdict("11", root=tmp_path / "mine", build_dir=tmp_path / "build")
+    assert (result.status, result.message) == (
+        "unsolved", f"not solved yet: {exercises.relative_path(tmp_path / 'mine')}/11_python_torch_library/ "
+                    "does not exist")
+
+
+def test_list_names_every_exercise_and_its_language(capsys):
+    assert exercises.main(["list"]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()]
+    assert [row[0] for row in rows] == [exercises.folder(n) for n in NUMBERS]
+    assert {row[1] for row in rows} <= {"C++", "CUDA", "Python"} and ["08_performance", "Python"] in rows
+
+
+@pytest.mark.parametrize("argv", [["check"], ["check", "02", "--all"]], ids=["nothing", "both"])
+def test_check_needs_one_number_or_all(capsys, argv):
+    with pytest.raises(SystemExit) as exit_:
+        exercises.main(argv)
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.strip().endswith("error: give one exercise number or --all")
+
+
+def test_root_and_build_check_a_copy_and_build_where_asked(tmp_path):
+    shutil.copytree(REPO_ROOT / "solutions" / exercises.folder("01"), tmp_path / "copy" / exercises.folder("01"))
+    done = run_checker("check", "01", "--root", str(tmp_path / "copy"), "--build", str(tmp_path / "libraries"))
+    assert (done.returncode, done.stdout) == (0, "01_schema: solved\n"), done.stderr
+    assert list((tmp_path / "libraries").rglob("*.so")), "the copy's library was not built under --build"
