@@ -93,8 +93,8 @@ void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 }  // namespace
 
 // BEGIN registration
-// makeFromBoxedFunction wraps the boxed kernel; an unboxed call (from C++, myops::myadd) is boxed
-// onto a stack by the dispatcher first.
+// makeFromBoxedFunction wraps the boxed kernel. A call from Python through torch.ops arrives on a
+// stack already; a typed call from C++ (myops::myadd) is pushed onto one by the dispatcher first.
 TORCH_LIBRARY_IMPL(myops, PrivateUse1, m) {
   m.impl("myadd", torch::CppFunction::makeFromBoxedFunction<&run_on_cpu>());
   m.impl("mymatmul", torch::CppFunction::makeFromBoxedFunction<&run_on_cpu>());
