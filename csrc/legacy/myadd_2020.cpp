@@ -1,6 +1,7 @@
-// The 2020 way, kept only as a contrast to csrc/cpu/myadd.cpp: a float-only kernel registered as a
-// catch-all by passing the function straight to def(). It lives in its own namespace, myops2020, so
-// loading it never touches `myops` (see NOTE [ One TORCH_LIBRARY per namespace ] in schema.cpp).
+// The 2020 tutorial's float-only CPU kernel, registered the way that tutorial warned against (it used
+// TORCH_LIBRARY_IMPL(myops, CPU, m)): as a catch-all, by passing the function straight to def(). Kept only as
+// a contrast to csrc/cpu/myadd.cpp. It lives in its own namespace, myops2020, so loading it never touches
+// `myops` (see NOTE [ One TORCH_LIBRARY per namespace ] in schema.cpp).
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 #include <torch/library.h>

@@ -1,13 +1,17 @@
 // Exercise 13 (notebook 13_migrating_from_2020): bring a 2020-style operator up to date.
 //
-// This file is written the way the 2020 tutorial taught. It compiles and runs on PyTorch 2.14, and it is
-// wrong in four ways that no compiler reports (notebook 13 shows each):
-//   1. the kernel is passed to def(): a catch-all, filed under CompositeImplicitAutograd, that serves every
-//      backend (Meta and CUDA tensors included) instead of the CPU key;
+// This file follows the 2020 tutorial's op.cpp and its autocast example, plus the one shortcut the tutorial
+// warned against. It compiles and runs on PyTorch 2.14, and it is wrong in four ways that no compiler reports
+// (notebook 13 shows each):
+//   1. the kernel is passed to def(): a catch-all, the shortcut the 2020 tutorial warned against; PyTorch 2.14
+//      files it under CompositeImplicitAutograd, so it serves every backend (Meta and CUDA tensors included)
+//      instead of the CPU key;
 //   2. the autograd kernel's guard is the deprecated at::AutoNonVariableTypeMode (it warns at run time);
-//   3. the autograd kernel returns apply(...)[0]: apply() returns a Tensor, and [0] is its first row;
+//   3. the autograd kernel returns apply(...)[0]: apply() returns a Tensor, and [0] is its first row (a bug
+//      already in 2020);
 //   4. the autocast wrapper sits on the `Autocast` key, which is AutocastCUDA, and calls cached_cast without a
-//      device type (its default is CUDA): on CPU, nothing is cast.
+//      device type (its default is CUDA): in 2020 autocast existed only for CUDA; today, on CPU, the wrapper
+//      never runs and would cast nothing.
 // Fix all four. The wanted behaviour: ex13::mymul(self, other) = self * other, its CPU kernel on the CPU key,
 // correct gradients, no run-time warning, and under torch.autocast("cpu") the product runs in the autocast
 // dtype (at::autocast::get_lower_precision_fp_from_device_type(c10::DeviceType::CPU), bfloat16 by default).

@@ -27,7 +27,7 @@ class MyMulFunction : public torch::autograd::Function<MyMulFunction> {
  public:
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& self, const at::Tensor& other) {
     ctx->save_for_backward({self, other});
-    at::AutoDispatchBelowADInplaceOrView guard;  // 1. was at::AutoNonVariableTypeMode
+    at::AutoDispatchBelowADInplaceOrView guard;  // 2. was at::AutoNonVariableTypeMode
     return mymul(self, other);
   }
 
@@ -39,10 +39,10 @@ class MyMulFunction : public torch::autograd::Function<MyMulFunction> {
 };
 
 at::Tensor mymul_autograd(const at::Tensor& self, const at::Tensor& other) {
-  return MyMulFunction::apply(self, other);  // 2. was apply(...)[0]: row 0 of the product
+  return MyMulFunction::apply(self, other);  // 3. was apply(...)[0]: row 0 of the product
 }
 
-// 3. One template for both autocast keys, each with its own device type for cached_cast.
+// 4. One template for both autocast keys, each with its own device type for cached_cast.
 template <c10::DispatchKey kAutocastKey, c10::DeviceType kDevice>
 at::Tensor mymul_autocast(const at::Tensor& self, const at::Tensor& other) {
   c10::impl::ExcludeDispatchKeyGuard no_autocast(kAutocastKey);
@@ -52,7 +52,7 @@ at::Tensor mymul_autocast(const at::Tensor& self, const at::Tensor& other) {
 
 }  // namespace
 
-// 4. The schema alone: kernels go to their keys, so Meta and CUDA tensors are not handed to a CPU kernel.
+// 1. The schema alone: kernels go to their keys, so Meta and CUDA tensors are not handed to a CPU kernel.
 TORCH_LIBRARY(ex13, m) {
   m.def("mymul(Tensor self, Tensor other) -> Tensor");
 }
