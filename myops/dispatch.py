@@ -6,6 +6,7 @@ import functools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -171,6 +172,21 @@ class CallPath:
     """The kernels of our layers that ran during a recording, in the order they started (see record_path)."""
     title: str = ""
     steps: list[Step] = field(default_factory=list)
+    excluded_before: tuple[str, ...] = ()  # what the thread already excluded when the recording began
+    phases: list[tuple[int, str]] = field(default_factory=list)  # (index of the first step, label)
+    _collect: Callable[[], None] | None = field(default=None, repr=False, compare=False)
+
+    def phase(self, label: str) -> None:
+        """Inside the `with` block, between two calls: the steps recorded from here on belong to `label`
+        ("forward", "backward", ...), which the text and the picture show above them."""
+        if self._collect is None:
+            raise RuntimeError("myops: CallPath.phase() marks a point of a running recording (inside record_path)")
+        self._collect()
+        self.phases.append((len(self.steps), label))
+
+    def phase_of(self, index: int) -> str | None:
+        """The label of the phase step `index` belongs to, or None."""
+        return next((label for first, label in reversed(self.phases) if first <= index), None)
 
     def keys(self) -> list[str]:
         """The key of each kernel that ran, in order."""
@@ -187,8 +203,13 @@ class CallPath:
         key_width = max([16] + [len(key) + 1 for key in keys])
         source_width = max([36] + [len(step.source) + 2 for step in self.steps])
         header = f"   {'kernel for':<{key_width}}{'in':<{source_width}}excluded on entry"
-        lines = [f"{i}. {key:<{key_width}}{step.source:<{source_width}}{', '.join(step.excluded) or '-'}"
-                 for i, (key, step) in enumerate(zip(keys, self.steps), 1)]
+        starts = {first: label for first, label in self.phases}
+        lines = []
+        for i, (key, step) in enumerate(zip(keys, self.steps)):
+            if i in starts:
+                lines.append(f"-- {starts[i]}")
+            lines.append(f"{i + 1}. {key:<{key_width}}{step.source:<{source_width}}{', '.join(step.excluded) or '-'}")
+        lines += [f"-- {label}" for first, label in self.phases if first >= len(self.steps)]
         return "\n".join(([self.title] if self.title else []) + [header] + lines)
 
     def __str__(self) -> str:
@@ -218,20 +239,30 @@ def record_path(title: str = ""):
     thread-local exclude set on its entry and its nesting; PyTorch's own kernels and fallbacks are not
     recorded. Start the recording inside the context managers of the call (torch.autocast, torch.no_grad,
     ...): the keys shown as excluded are those excluded beyond what was excluded when the recording began.
-    Needs the cpu layer, which holds the recording.
+    `path.phase("backward")` inside the block labels the steps recorded after it. Needs the cpu layer,
+    which holds the recording.
     """
     if not hasattr(torch.ops.myops_trace, "start"):
         raise RuntimeError("myops: recording a path needs the cpu layer: call myops.load('cpu') first")
-    baseline = set(_key_names(torch._C._dispatch_tls_local_exclude_set().raw_repr()))
-    path = CallPath(title)
-    torch.ops.myops_trace.start()
-    try:
-        yield path
-    finally:
+    before = _key_names(torch._C._dispatch_tls_local_exclude_set().raw_repr())
+    baseline = set(before)
+    path = CallPath(title, excluded_before=tuple(before))
+
+    def collect(restart: bool) -> None:
         for line in torch.ops.myops_trace.stop().splitlines():
             key, source, raw, depth = line.split("\t")
             excluded = tuple(name for name in _key_names(int(raw)) if name not in baseline)
             path.steps.append(Step(key, _repo_path(source) or source, excluded, int(depth)))
+        if restart:
+            torch.ops.myops_trace.start()
+
+    torch.ops.myops_trace.start()
+    path._collect = lambda: collect(restart=True)
+    try:
+        yield path
+    finally:
+        path._collect = None
+        collect(restart=False)
 
 
 def _key_list(keys, width: int, lines: int) -> str:
@@ -249,26 +280,40 @@ def _key_list(keys, width: int, lines: int) -> str:
 
 def plot_path(path: CallPath):
     """A picture of a recorded path: one numbered box per kernel, in the order they started, each indented
-    under the kernel that called it, with an arrow labelled by what changed in the exclude set on the way."""
+    under the kernel that called it, with an arrow labelled by what changed in the exclude set on the way.
+    The phases marked with CallPath.phase ("forward", "backward", ...) head their steps, ruled off."""
     from matplotlib.figure import Figure  # not pyplot: the notebook shows the returned figure once
     from matplotlib.patches import FancyBboxPatch
 
     steps = path.steps
-    rows = max(len(steps), 1)
-    row, indent = 1.5, 0.55  # height of one kernel with the gap below it; shift per nesting level
-    fig = Figure(figsize=(8.5, 0.62 * row * rows + 0.5))
-    ax = fig.add_axes((0.01, 0.01, 0.98, 1 - 0.4 / (0.62 * row * rows + 0.5)))
+    row, indent, header = 1.5, 0.55, 0.9  # height of one kernel with the gap below it; shift per nesting
+    starts = {first: label for first, label in path.phases}
+    ys, y, headers = [], 0.0, []
+    for i in range(max(len(steps), 1)):
+        if i in starts:
+            headers.append((y, starts[i]))
+            y -= header
+        ys.append(y)
+        y -= row
+    height = -(ys[-1] - 0.5) + 0.5  # from the last box's bottom to the top of the first row
+    fig = Figure(figsize=(8.5, 0.62 * height + 0.5))
+    ax = fig.add_axes((0.01, 0.01, 0.98, 1 - 0.4 / (0.62 * height + 0.5)))
     ax.set_xlim(0, 10)
-    ax.set_ylim(-row * (rows - 1) - 0.5, 0.5)
+    ax.set_ylim(ys[-1] - 0.5, 0.5)
     ax.axis("off")
     ax.set_title(path.title or "the path of one call", fontsize=10, loc="left")
+    for hy, label in headers:
+        ax.plot([0.1, 9.9], [hy + 0.05, hy + 0.05], color="#999999", linewidth=0.8)
+        ax.text(0.1, hy - 0.25, label, fontsize=10, fontweight="bold", va="center", color="#1f4e79")
+    # Relative to the thread's state outside the call (which already excludes the autocast keys: autocast off).
+    nothing = "nothing" if not path.excluded_before else "nothing more than\noutside the call"
     for i, step in enumerate(steps):
-        y, x = -i * row, 0.1 + indent * step.depth
+        y, x = ys[i], 0.1 + indent * step.depth
         ax.add_patch(FancyBboxPatch((x, y - 0.45), 9.9 - x, 0.9, boxstyle="round,pad=0.02",
                                     facecolor="#dcefe3", edgecolor="#4c9f70"))
         ax.text(x + 0.2, y + 0.13, f"{i + 1}. {step.key}", fontsize=11, fontweight="bold", va="center")
         ax.text(x + 0.2, y - 0.22, step.source, fontsize=8.5, va="center", family="monospace", color="#333333")
-        excluded = _key_list(step.excluded, 44, 2) if step.excluded else "nothing beyond the start"
+        excluded = _key_list(step.excluded, 44, 2) if step.excluded else nothing
         ax.text(9.75, y, f"excluded on entry:\n{excluded}", fontsize=8, va="center", ha="right",
                 color="#7a4b00" if step.excluded else "#666666")
         parent = path.parent(i)
@@ -280,7 +325,7 @@ def plot_path(path: CallPath):
                      else f"no longer excluded: {_key_list(dropped, 60, 1)}" if dropped
                      else "nothing newly excluded")
             px = 0.1 + indent * before.depth + 0.35
-            ax.annotate("", xy=(x + 0.02, y), xytext=(px, -parent * row - 0.47),
+            ax.annotate("", xy=(x + 0.02, y), xytext=(px, ys[parent] - 0.47),
                         arrowprops=dict(arrowstyle="-|>", color="#555555", connectionstyle="angle,angleA=-90,angleB=0"))
             ax.text(px + 0.15, y + row / 2, label, fontsize=8.5, va="center", style="italic", color="#555555")
     if not steps:
