@@ -50,6 +50,7 @@ REQUIRED = {
     "11": "torch/_library/autograd.py",
     "12": "ATen/core/boxing/KernelFunction.h",
     "14": "torch/csrc/stable/library.h",
+    "15": "torch/csrc/inductor/aoti_torch/oss_proxy_executor.h",
 }
 
 
