@@ -153,7 +153,7 @@ void run_myadd(const at::Tensor& self, const at::Tensor& other, const at::Tensor
 at::Tensor myadd_cuda(const at::Tensor& self, const at::Tensor& other) {
   MYOPS_TRACE(c10::DispatchKey::CUDA);
   myops::check_myadd_inputs(self, other);
-  const c10::cuda::CUDAGuard device_guard(self.device());  // allocate and launch on the inputs' GPU
+  const c10::cuda::CUDAGuard device_guard(self.device());  // the current device: launch, stream, device queries
   at::Tensor out = at::empty(self.sizes(), self.options().memory_format(at::MemoryFormat::Contiguous));
   run_myadd(self, other, out);
   return out;
