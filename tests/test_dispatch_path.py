@@ -92,6 +92,39 @@ def test_backward_inside_the_recording(layers):
     assert [step.depth for step in path.steps] == [0, 1] * 3  # the engine calls the backward's products
 
 
+def test_phases_label_the_steps_recorded_after_them(layers):
+    pytest.importorskip("matplotlib")
+    a, b = torch.randn(3, 4, requires_grad=True), torch.randn(4, 2, requires_grad=True)
+    with dispatch.record_path() as path:
+        path.phase("forward")
+        out = myops.mymatmul(a, b)
+        path.phase("backward")
+        out.sum().backward()
+    assert path.phases == [(0, "forward"), (2, "backward")]
+    assert [path.phase_of(i) for i in range(len(path.steps))] == ["forward"] * 2 + ["backward"] * 4
+    lines = path.format().splitlines()
+    assert lines[1] == "-- forward" and lines[4] == "-- backward" and lines[5].startswith("3. Autograd")
+    texts = [text.get_text() for text in dispatch.plot_path(path).axes[0].texts]
+    assert "forward" in texts and "backward" in texts
+    with pytest.raises(RuntimeError, match="inside record_path"):
+        path.phase("after")  # the recording has ended
+
+
+def test_an_unchanged_exclude_set_is_named_against_the_thread_outside_the_call(layers):
+    pytest.importorskip("matplotlib")
+    x = torch.randn(4)
+    with dispatch.record_path() as path:
+        myops.myadd(x, x)  # autocast off: the autocast keys are excluded before the call, and stay so
+    assert "AutocastCPU" in path.excluded_before and path.steps[0].excluded == ()
+
+    def first_label(recorded):
+        return next(t.get_text() for t in dispatch.plot_path(recorded).axes[0].texts if t.get_text().startswith("excl"))
+
+    assert first_label(path) == "excluded on entry:\nnothing more than\noutside the call"
+    bare = dispatch.CallPath(steps=path.steps, excluded_before=())  # a thread that excluded nothing at all
+    assert first_label(bare) == "excluded on entry:\nnothing"
+
+
 def test_forward_mode_tangent_is_a_second_call(layers):
     import torch.autograd.forward_ad as fwAD
 
