@@ -11,9 +11,11 @@
 // (torch.accelerator.current_accelerator()), which in turn requires the hooks interface below. All of
 // it is process-wide and final: one PrivateUse1 backend per process, one name, no unloading.
 //
-// The engine also starts its worker threads once, at the first backward of the process, one per
-// device of every device type registered by then. Load the layer before any backward runs, as real
-// backends register themselves when they are imported.
+// The engine also starts its device threads once, at the first backward of the process: as many as the
+// largest device count among the device types registered by then, device i of every type sharing thread
+// i. With no such device at that moment (a machine without a GPU) it starts none, and a device registered
+// later finds no queue. Load the layer before any backward runs, as real backends register themselves
+// when they are imported.
 // END note
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <c10/core/DeviceType.h>
