@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 from myops import toolchain
-from myops.toolchain import REPO_ROOT
+from myops.paths import REPO_ROOT, relative_path  # re-exported: importers of myops.build use them
 
 MANIFEST = "layers.json"  # in the csrc/ tree; CMake and the benchmarks read it too
 
@@ -54,11 +54,23 @@ class LayerReloadError(RuntimeError):
 
 
 class LayerBuildError(RuntimeError):
-    """The compiler rejected a layer's sources."""
+    """The compiler rejected a layer's sources (or there is nothing to compile them with).
+
+    `first_error` is the compiler's first error line, `log` the full build log's path: set when a compile ran.
+    """
+
+    def __init__(self, message: str, first_error: str | None = None, log: Path | None = None):
+        super().__init__(message)
+        self.first_error = first_error
+        self.log = log
 
 
 class LayerUnavailableError(RuntimeError):
-    """A layer cannot be built on this machine (the CUDA layer without a CUDA toolchain)."""
+    """A layer cannot be built on this machine (the CUDA layer without a CUDA toolchain); `reason` says why."""
+
+    def __init__(self, message: str, reason: str = ""):
+        super().__init__(message)
+        self.reason = reason
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,14 +111,6 @@ def _cpp_extension():
     from torch.utils import cpp_extension
 
     return cpp_extension
-
-
-def relative_path(path: Path) -> str:
-    """A path as printed to users: relative to the repository, never a machine-specific one."""
-    try:
-        return str(path.resolve().relative_to(REPO_ROOT))
-    except ValueError:
-        return path.name
 
 
 def _first_compiler_error(log: str) -> str:
@@ -227,7 +231,7 @@ class Builder:
                 "kernel (Kernel > Restart Kernel) and run the notebook again; the new build happens then.")
         cuda = self.is_cuda(layer)
         if cuda and (reason := toolchain.cuda_skip_reason()):
-            raise LayerUnavailableError(f"myops: layer {layer!r} cannot be built here: {reason}")
+            raise LayerUnavailableError(f"myops: layer {layer!r} cannot be built here: {reason}", reason)
         if platform.system() != "Linux":
             raise LayerBuildError(
                 f"myops: layer {layer!r} cannot be compiled on {platform.system()}: the course's build is made "
@@ -293,9 +297,10 @@ class Builder:
                 raise
             log = out_dir / "build.log"
             log.write_text(str(error))
+            first = _first_compiler_error(str(error))
             raise LayerBuildError(
-                f"myops: layer {layer!r} failed to compile. First error:\n"
-                f"{_first_compiler_error(str(error))}\n(full log: {relative_path(log)})") from None
+                f"myops: layer {layer!r} failed to compile. First error:\n{first}\n(full log: {relative_path(log)})",
+                first_error=first.splitlines()[0] if first else None, log=log) from None
         return precompiling
 
     @contextlib.contextmanager

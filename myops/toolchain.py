@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from myops.paths import REPO_ROOT
 
 # Compiled for when no GPU can be queried: Ampere machine code plus PTX that newer GPUs JIT-compile.
 DEFAULT_CUDA_ARCH_LIST = "8.0+PTX"

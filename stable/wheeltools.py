@@ -14,6 +14,7 @@ while what it was made from is unchanged, so a warm run builds nothing:
     compiles(source, target)     whether a file compiles for a TORCH_TARGET_VERSION
     compile_seconds(source)      one translation unit compiled from cold, timed
     aten_probe(source)           a course .cpp compiled alone, for the symbol check to fail on
+    shared_library(source, ...)  any one .cpp compiled alone with given flags (exercise 14's check)
 
 Every child process has a timeout; a failure raises with the child's output.
 """
@@ -306,11 +307,18 @@ def torch_library_symbols(python: Path | None = None) -> set[str]:
 
 def aten_probe(source: Path) -> Path:
     """A .cpp of the course compiled alone into a shared library (for its symbols), cached by content."""
-    digest = hashlib.sha256(f"{torch.__version__}".encode() + source.read_bytes()).hexdigest()[:16]
-    library = BUILD / f"aten-probe-{source.stem}-{digest}.so"
-    with _exclusive("aten-probe"):
+    return shared_library(source, ["-O0", "-fopenmp"], f"aten-probe-{source.stem}")
+
+
+def shared_library(source: Path, flags: list[str], name: str, folder: Path = BUILD) -> Path:
+    """`source` compiled alone with `flags` into folder/<name>-<digest>.so, cached by content and flags; the
+    include path has csrc/ and torch's headers. A compile error raises WheelError with the compiler's output."""
+    flags = ["-std=c++20", "-fPIC", "-shared", *flags]
+    digest = hashlib.sha256("|".join([torch.__version__, *flags]).encode() + source.read_bytes()).hexdigest()[:16]
+    library = Path(folder) / f"{name}-{digest}.so"
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    with _exclusive(name):
         if not library.is_file():
-            flags = ["-std=c++20", "-fPIC", "-shared", "-O0", "-fopenmp"]
             flags += [f"-I{p}" for p in [REPO / "csrc", *_include_paths()]]
             _run([os.environ.get("CXX", "c++"), *flags, source, "-o", library.with_suffix(".tmp")], 600,
                  f"compiling {source.name}")

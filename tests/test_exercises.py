@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from myops import exercises
-from myops.build import REPO_ROOT
+from myops.paths import REPO_ROOT
 from myops.toolchain import cuda_skip_reason
 
 NUMBERS = exercises.numbers()
@@ -43,8 +43,16 @@ def test_one_exercise_per_notebook_and_the_same_layout_in_both_trees():
         name = exercises.folder(number)
         stub, solution = REPO_ROOT / "exercises" / name, REPO_ROOT / "solutions" / name
         assert sorted(p.name for p in stub.iterdir()) == sorted(p.name for p in solution.iterdir()), number
-    languages = [exercises._EXERCISES[n].language for n in NUMBERS]
+    languages = [exercises.EXERCISES[n].language for n in NUMBERS]
     assert sum(language in ("C++", "CUDA") for language in languages) >= 6
+    checks = sorted(p.stem for p in (REPO_ROOT / "myops" / "exercises").glob("ex[0-9][0-9]_*.py"))
+    assert checks == [f"ex{exercises.folder(n)}" for n in NUMBERS]  # one check module per exercise, same name
+
+
+def test_the_checkers_parent_process_does_not_import_torch():
+    done = subprocess.run([sys.executable, "-c", "import sys, myops.exercises; print('torch' in sys.modules)"],
+                          capture_output=True, text=True, cwd=REPO_ROOT, timeout=60)
+    assert done.stdout == "False\n", done.stderr
 
 
 def test_every_solution_passes(capsys):
@@ -77,8 +85,8 @@ def test_one_unsolved_exercise_exits_nonzero_with_one_line(capsys):
 
 
 def test_unknown_exercise(capsys):
-    assert exercises.main(["check", "14"]) == 2
-    expected = "myops.exercises: no exercise '14'; the exercises are " + ", ".join(NUMBERS)
+    assert exercises.main(["check", "99"]) == 2
+    expected = "myops.exercises: no exercise '99'; the exercises are " + ", ".join(NUMBERS)
     assert capsys.readouterr().out == expected + "\n"
 
 
@@ -136,8 +144,11 @@ def test_a_kernel_that_recurses_is_reported_as_a_crash_not_a_traceback(broken):
     root, build, folder = broken("07", guard, "", "mynorm.cpp")
     result = exercises.verdict("07", root=root, build_dir=build)
     assert result.status == "crashed"
-    assert result.message == ("not solved yet: the check crashed with SIGSEGV (often a stack overflow: a kernel that "
-                              "calls its own operator without excluding its dispatch key recurses forever)")
+    assert result.message == (
+        "not solved yet: the check crashed with SIGSEGV (most likely a stack overflow: the autocast wrapper calls "
+        "ex07::mynorm again without leaving AutocastCPU, forever: take "
+        "c10::impl::ExcludeDispatchKeyGuard(c10::DispatchKey::AutocastCPU) first (the key named Autocast is "
+        "AutocastCUDA))")
 
 
 # -- the checker's own behaviours: verdicts without a check's answer, the command line ----------------------

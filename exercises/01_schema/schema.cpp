@@ -1,4 +1,5 @@
 // Exercise 01 (notebook 01_schema): write operator schemas.
+// Checked by myops/exercises/ex01_schema.py.
 //
 // In the TORCH_LIBRARY block below, define the schemas of two operators of the namespace `ex01`:
 //

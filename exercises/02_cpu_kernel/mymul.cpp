@@ -1,4 +1,5 @@
 // Exercise 02 (notebook 02_cpu_kernel): a CPU kernel, registered on the CPU key.
+// Checked by myops/exercises/ex02_cpu_kernel.py.
 //
 // The schema of ex02::mymul (elementwise product) is given. Your part:
 //   1. Write the body of mymul_cpu: a new contiguous tensor out = self * other, elementwise, for float32

@@ -1,4 +1,5 @@
 // Exercise 03 (notebook 03_cuda_kernel): a CUDA kernel in a library of its own, registered on the CUDA key.
+// Checked by myops/exercises/ex03_cuda_kernel.py.
 //
 // The schema of ex03::mymul (elementwise product of two tensors of the same shape and dtype) is given.
 // Your part:

@@ -1,4 +1,5 @@
 // Exercise 04 (notebook 04_autograd): an autograd kernel that redispatches under the right guard.
+// Checked by myops/exercises/ex04_autograd.py.
 //
 // ex03's elementwise product again, as ex04::mymul: its schema, CPU kernel and dispatch function are given.
 // Your part:
@@ -6,7 +7,9 @@
 //      dispatch function ex04::mymul *below autograd*: under a guard that excludes the autograd keys (for
 //      an out-of-place operator, at::AutoDispatchBelowADInplaceOrView). Without it the call comes straight
 //      back to this kernel, forever.
-//   2. MyMulFunction::backward: one gradient per input: d(self * other) = (grad * other, grad * self).
+//   2. MyMulFunction::backward: one gradient per input: d(self * other) = (grad * other, grad * self),
+//      with differentiable operations (ex04::mymul or at::mul) outside any guard, so that the gradient can
+//      itself be differentiated (double backward).
 //   3. Register mymul_autograd on the Autograd alias key in the TORCH_LIBRARY_IMPL block at the end.
 // Check your answer with:  python -m myops.exercises check 04
 #define TORCH_ASSERT_ONLY_METHOD_OPERATORS

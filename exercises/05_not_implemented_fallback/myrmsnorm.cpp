@@ -1,5 +1,6 @@
 // Exercise 05 (notebook 05_not_implemented_fallback): replace the NotImplemented fallback by a real
 // autograd kernel, once the derivative is known.
+// Checked by myops/exercises/ex05_not_implemented_fallback.py.
 //
 // ex05::myrmsnorm(self, weight, eps) = self * r * weight, with r = 1 / sqrt(mean(self^2, last dim) + eps),
 // has its schema, CPU kernel and dispatch function given. Its Autograd key holds

@@ -1,5 +1,7 @@
 """Exercise 08 (notebook 08_performance): time a call honestly.
 
+Checked by myops/exercises/ex08_performance.py.
+
 Write `seconds_per_call(fn, *args)`: the typical time of one call of `fn(*args)`, in seconds. Two things
 decide whether the number means anything:
 

@@ -3,15 +3,20 @@ import torch
 from torch import Tensor
 
 
+def _check_weight(self: Tensor, weight: Tensor) -> None:
+    torch._check(weight.dim() == 1 and weight.shape[0] == self.shape[-1],
+                 lambda: f"ex11::myrmsnorm: expected weight of shape [{self.shape[-1]}], got {list(weight.shape)}")
+
+
 @torch.library.custom_op("ex11::myrmsnorm", mutates_args=())
 def myrmsnorm(self: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
+    _check_weight(self, weight)  # a weight of another shape would broadcast: a wrong answer, not an error
     return self * torch.rsqrt(self.square().mean(-1, keepdim=True) + eps) * weight
 
 
 @myrmsnorm.register_fake
 def _(self, weight, eps=1e-6):
-    torch._check(weight.dim() == 1 and weight.shape[0] == self.shape[-1],
-                 lambda: f"ex11::myrmsnorm: expected weight of shape [{self.shape[-1]}], got {list(weight.shape)}")
+    _check_weight(self, weight)  # the fake kernel refuses what the kernel refuses
     return torch.empty_like(self)
 
 

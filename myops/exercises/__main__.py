@@ -1,0 +1,6 @@
+"""`python -m myops.exercises ...`: the command line, and the child process each check runs in."""
+import sys
+
+from myops.exercises import main
+
+sys.exit(main())

@@ -1,0 +1,233 @@
+"""The checker as a test suite: answers a learner might write, each with the verdict it must get.
+
+Each answer is a reference solution (or an untouched stub) with a few edits: right ones written another way
+than solutions/ must be "solved", wrong ones must be "not solved yet: <what is wrong and what to do>". A
+checker that passes a wrong answer, or refuses a right one, fails here. Libraries are built under
+build/test-exercise-answers/, one folder per answer's content: a warm run compiles nothing.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+from dataclasses import dataclass
+
+import pytest
+
+from myops import exercises
+from myops.paths import BUILD_DIR, REPO_ROOT
+
+
+@dataclass(frozen=True)
+class Answer:
+    number: str
+    name: str
+    edits: tuple[tuple[str, str, str], ...]  # (file, old, new): each `old` must occur in the file
+    verdict: str  # the message, exactly, or a regular expression when it starts with "re:"
+    base: str = "solutions"  # the tree the answer is edited from
+
+    def __str__(self) -> str:
+        return f"{self.number}-{self.name}"
+
+
+def answer(number, name, *edits, verdict, base="solutions"):
+    return Answer(number, name, tuple(edits), verdict, base)
+
+
+SOLVED = "solved"
+
+ANSWERS = [
+    # -- 00: predictions ------------------------------------------------------------------------------------
+    answer("00", "requires-grad-decides", ("predictions.py", '4: "AutogradCPU",', '4: "CPU",'),
+           verdict="not solved yet: scenario 4: the dispatcher does not run 'CPU'; is AutogradCPU in the key set "
+           "of a tensor that does not require grad? (torch._C._dispatch_keys)"),
+    answer("00", "no-grad-excludes", ("predictions.py", '5: "AutogradCPU",', '5: "CPU",'),
+           verdict="not solved yet: scenario 5: the dispatcher does not run 'CPU'; does torch.no_grad() exclude a "
+           "dispatch key, or only stop recording?"),
+    answer("00", "a-key-without-a-kernel", ("predictions.py", '12: "error",', '12: "Meta",'),
+           verdict="not solved yet: scenario 12: 'Meta' is none of the keys with a kernel there (CPU); predict one "
+           "of them, or \"error\""),
+    answer("00", "one-left-out", ("predictions.py", '    11: "CompositeExplicitAutograd",\n', ""),
+           verdict="not solved yet: write your prediction for scenario 11 in answer/00_dispatcher_tour/predictions.py "
+           "(a key name, or \"error\")"),
+    # -- 01: schemas ----------------------------------------------------------------------------------------
+    answer("01", "other-alias-set-and-order", ("schema.cpp", "Tensor(a!) self, Tensor end, *, float weight=0.5) -> "
+           "Tensor(a!)", "Tensor(b!) self, Tensor end, *, float weight=0.5) -> Tensor(b!)"), verdict=SOLVED),
+    answer("01", "return-not-written", ("schema.cpp", "float weight=0.5) -> Tensor(a!)", "float weight=0.5) -> Tensor(a)"),
+           verdict="not solved yet: ex01::mylerp_ returns `self`: annotate the return with the same alias set, "
+           "Tensor(a!)"),
+    answer("01", "self-not-written", ("schema.cpp", "Tensor(a!) self", "Tensor(a) self"),
+           verdict="not solved yet: ex01::mylerp_ writes `self`: annotate it as Tensor(a!)"),
+    answer("01", "overload-name", ("schema.cpp", 'm.def("mylerp(', 'm.def("mylerp.Tensor('),
+           verdict="not solved yet: ex01::mylerp is defined only with an overload name (ex01::mylerp.Tensor); name "
+           "the schema `mylerp(...)`, without `.Tensor`"),
+    answer("01", "weight-positional", ("schema.cpp", "Tensor end, *, float weight=0.5) -> Tensor\"",
+                                       "Tensor end, float weight=0.5) -> Tensor\""),
+           verdict="not solved yet: ex01::mylerp: only `weight` must be keyword-only (put `*,` before it)"),
+    # -- 02: a CPU kernel -----------------------------------------------------------------------------------
+    answer("02", "parallel-for", ("mymul.cpp", "#include <ATen/Dispatch.h>", "#include <ATen/Dispatch.h>\n"
+                                  "#include <ATen/Parallel.h>"),
+           ("mymul.cpp", "  for (int64_t i = 0; i < out.numel(); ++i) {\n    o[i] = a[i] * b[i];\n  }",
+            "  at::parallel_for(0, out.numel(), 4096, [&](int64_t begin, int64_t end) {\n"
+            "    for (int64_t i = begin; i < end; ++i) o[i] = a[i] * b[i];\n  });"), verdict=SOLVED),
+    answer("02", "half-too", ("mymul.cpp", "AT_DISPATCH_FLOATING_TYPES(", "AT_DISPATCH_FLOATING_TYPES_AND_HALF("),
+           verdict=SOLVED),
+    answer("02", "calls-mul", ("mymul.cpp", "  const at::Tensor a = self.contiguous();", "  return self.mul(other);\n"
+                               "  const at::Tensor a = self.contiguous();"),
+           verdict="not solved yet: ex02::mymul's kernel called aten::mul: do the arithmetic yourself, through data "
+           "pointers and a loop (or at::parallel_for), not with another operator"),
+    answer("02", "ignores-strides", ("mymul.cpp", "self.contiguous();", "self;"),
+           verdict=r"re:not solved yet: ex02::mymul on transposed torch\.float32 inputs returned wrong values: at "
+           r"index \[\d+, \d+\] expected \S+, got \S+"),
+    answer("02", "catch-all", ("mymul.cpp", "TORCH_LIBRARY_IMPL(ex02, CPU, m)",
+                               "TORCH_LIBRARY_IMPL(ex02, CompositeImplicitAutograd, m)"),
+           verdict="not solved yet: ex02::mymul has a catch-all kernel (CompositeImplicitAutograd): register the "
+           "kernel for the CPU key only"),
+    # -- 04: an autograd kernel -----------------------------------------------------------------------------
+    answer("04", "backward-with-aten", ("mymul.cpp", "return {ex04::mymul(grad, saved[1]), ex04::mymul(grad, saved[0])};",
+                                        "return {at::mul(grad, saved[1]), at::mul(saved[0], grad)};"), verdict=SOLVED),
+    answer("04", "exclude-guard", ("mymul.cpp", "at::AutoDispatchBelowADInplaceOrView guard;",
+                                   "c10::impl::ExcludeDispatchKeyGuard guard(c10::autograd_dispatch_keyset);"),
+           verdict=SOLVED),
+    answer("04", "no-function", ("mymul.cpp", "return MyMulFunction::apply(self, other);", "return at::mul(self, other);"),
+           verdict="not solved yet: ex04::mymul with requires_grad: the output's grad_fn is MulBackward0, not a "
+           "node of your torch::autograd::Function (torch::autograd::CppNode<...>): return "
+           "MyMulFunction::apply(self, other) from mymul_autograd"),
+    answer("04", "forward-computes-itself", ("mymul.cpp", "return ex04::mymul(self, other);\n  }",
+                                             "return at::mul(self, other);\n  }"),
+           verdict="not solved yet: ex04::mymul with requires_grad on shapes [3, 4] and [4] did not raise; the "
+           "forward must call ex04::mymul under the guard, which runs the given CPU kernel, not compute the "
+           "product another way"),
+    answer("04", "backward-under-guard", ("mymul.cpp", "const auto saved = ctx->get_saved_variables();\n    const at::Tensor& grad",
+                                          "const auto saved = ctx->get_saved_variables();\n"
+                                          "    at::AutoDispatchBelowADInplaceOrView guard;\n    const at::Tensor& grad"),
+           verdict="not solved yet: double backward of ex04::mymul fails (torch.autograd.gradgradcheck): write "
+           "backward with differentiable operations (ex04::mymul or at::mul), outside any guard"),
+    answer("04", "no-guard", ("mymul.cpp", "at::AutoDispatchBelowADInplaceOrView guard;", ""),
+           verdict="not solved yet: the check crashed with SIGSEGV (most likely a stack overflow: "
+           "MyMulFunction::forward calls ex04::mymul again without leaving the autograd keys, forever: call it "
+           "under at::AutoDispatchBelowADInplaceOrView)"),
+    answer("04", "autograd-cpu-only", ("mymul.cpp", "TORCH_LIBRARY_IMPL(ex04, Autograd, m)",
+                                       "TORCH_LIBRARY_IMPL(ex04, AutogradCPU, m)"),
+           verdict="not solved yet: ex04::mymul has no kernel on the AutogradCUDA key (the dispatch table shows a "
+           "backend fallback from PyTorch there); register it on the Autograd alias key, which serves every "
+           "backend, not on AutogradCPU alone"),
+    # -- 05: a backward instead of the NotImplemented fallback ----------------------------------------------
+    answer("05", "weight-grad-by-reshape", ("myrmsnorm.cpp", "rows.empty() ? per_row : at::sum(per_row, rows)",
+                                            "at::sum(per_row.reshape({-1, x.size(-1)}), {0})"), verdict=SOLVED),
+    answer("05", "fallthrough", ("myrmsnorm.cpp", 'm.impl("myrmsnorm", &myrmsnorm_autograd);',
+                                 'm.impl("myrmsnorm", torch::CppFunction::makeFallthrough());'),
+           verdict="not solved yet: ex05::myrmsnorm has a fallthrough on the AutogradCPU key, which skips the key "
+           "instead of running a kernel; register myrmsnorm_autograd in a TORCH_LIBRARY_IMPL(ex05, Autograd, m) "
+           "block"),
+    answer("05", "aten-forward", ("myrmsnorm.cpp", "return MyRMSNormFunction::apply(self, weight, eps);",
+                                  "return at::mul(at::mul(self, inverse_rms(self, eps)), weight);"),
+           verdict="not solved yet: ex05::myrmsnorm with requires_grad: the output's grad_fn is MulBackward0, not "
+           "a node of your torch::autograd::Function (torch::autograd::CppNode<...>): return "
+           "MyRMSNormFunction::apply(self, weight, eps) from myrmsnorm_autograd, with the backward written out"),
+    answer("05", "eps-forgotten", ("myrmsnorm.cpp", 'inverse_rms(x, ctx->saved_data["eps"].toDouble())',
+                                   "inverse_rms(x, 1e-6)"),
+           verdict=r"re:not solved yet: the gradient of ex05::myrmsnorm on shape \[3, 5\] with eps=0\.5 and "
+           r"requires_grad=\(True, True\) for input 0 returned wrong values: .*"),
+    # -- 08: timing -----------------------------------------------------------------------------------------
+    answer("08", "median-of-a-loop", ("timing.py", "    timer = torch.utils.benchmark.Timer(",
+                                      "    import statistics, time\n    times = []\n    for _ in range(30):\n"
+                                      "        start = time.perf_counter()\n        fn(*args)\n"
+                                      "        times.append(time.perf_counter() - start)\n"
+                                      "    return statistics.median(times)\n    timer = torch.utils.benchmark.Timer("),
+           verdict=SOLVED),
+    answer("08", "mean-of-a-loop", ("timing.py", "    timer = torch.utils.benchmark.Timer(",
+                                    "    import time\n    start = time.perf_counter()\n    for _ in range(30):\n"
+                                    "        fn(*args)\n    return (time.perf_counter() - start) / 30\n"
+                                    "    timer = torch.utils.benchmark.Timer("),
+           verdict=r"re:not solved yet: seconds_per_call said 0\.02\d+ for a function that takes 2 ms per call "
+           r"after one call of 0\.6 s: .*the median, which one slow call does not move, not the mean\)"),
+    answer("08", "microseconds", ("timing.py", ".median  #", ".median * 1e6  #"),
+           verdict=r"re:not solved yet: seconds_per_call said \d+(\.\d+)? for a function that takes 2 ms .*"),
+    # -- 10: a batching rule --------------------------------------------------------------------------------
+    answer("10", "aten-for-a-batched-weight", ("rule.py", "    normalized = torch.ops.ex10.myrmsnorm(x, torch.ones_like(weight[0]), eps)\n",
+                                               "    normalized = x * torch.rsqrt(x.square().mean(-1, keepdim=True) + eps)\n"),
+           verdict=SOLVED),
+    answer("10", "x-always-batched", ("rule.py", "x.movedim(x_dim, 0) if x_dim is not None else x.expand(info.batch_size, *x.shape)",
+                                      "x.movedim(x_dim, 0)"),
+           verdict=r"re:not solved yet: vmap\(ex10::myrmsnorm, in_dims=\(None, 0\)\) on x of shape \[4, 8\] and "
+           r"weight of shape \[6, 8\] raised TypeError: .*"),
+    # -- 11: torch.library in Python ------------------------------------------------------------------------
+    answer("11", "kernel-broadcasts", ("myrmsnorm.py", "    _check_weight(self, weight)  # a weight", "    # a weight"),
+           verdict="not solved yet: ex11::myrmsnorm with x of shape [3, 5] and weight of shape [1] did not raise; "
+           "check in the kernel that weight has shape [self.shape[-1]] (torch._check), so it never broadcasts, "
+           "and in the fake kernel the same way"),
+    answer("11", "fake-accepts-anything", ("myrmsnorm.py", "    _check_weight(self, weight)  # the fake", "    # the fake"),
+           verdict="not solved yet: ex11::myrmsnorm with x of shape [3, 5] and weight of shape [1], on fake tensors "
+           "did not raise; the fake kernel must refuse what the kernel refuses (torch._check the weight's shape)"),
+    answer("11", "no-fake", ("myrmsnorm.py", "@myrmsnorm.register_fake\n", ""),
+           verdict=r"re:not solved yet: ex11::myrmsnorm on fake tensors raised .*: register a fake kernel "
+           r"\(@myrmsnorm\.register_fake\)"),
+    answer("11", "weight-grad-over-dims", ("myrmsnorm.py", "(grad * x * r).reshape(-1, x.shape[-1]).sum(0)",
+                                           "(grad * x * r).sum(dim=tuple(range(x.dim() - 1))) if x.dim() > 1 else "
+                                           "grad * x * r"), verdict=SOLVED),
+    # sum over no dimensions reduces them all: a 1-d input's weight gradient collapses to a scalar.
+    answer("11", "weight-grad-of-1d-input", ("myrmsnorm.py", "(grad * x * r).reshape(-1, x.shape[-1]).sum(0)",
+                                             "(grad * x * r).sum(dim=tuple(range(x.dim() - 1)))"),
+           verdict=r"re:not solved yet: backward of ex11::myrmsnorm on shape \[5\] with requires_grad=\(True, True\) "
+           r"raised RuntimeError: Function \w+ returned an invalid gradient at index 1 - got \[\] but expected shape "
+           r"compatible with \[5\]"),
+]
+
+
+# -- 14: the stable ABI ------------------------------------------------------------------------------------
+ANSWERS += [
+    answer("14", "parallel-for", ("mymul.cpp", "  for (int64_t i = 0; i < out.numel(); ++i) {\n    o[i] = a[i] * b[i];\n  }",
+                                  "  torch::stable::parallel_for(0, out.numel(), 4096, [&](int64_t begin, int64_t end) {\n"
+                                  "    for (int64_t i = begin; i < end; ++i) o[i] = a[i] * b[i];\n  });"), verdict=SOLVED),
+    # torch's non-stable headers refuse to be compiled for a target version,
+    answer("14", "c10-header", ("mymul.cpp", "#include <cstdint>", "#include <cstdint>\n#include <c10/util/Exception.h>"),
+           verdict="does not compile: answer/14_stable_abi_and_wheels/mymul.cpp (for torch 2.13's stable ABI): "
+           "#error \"This file should not be included when either TORCH_STABLE_ONLY or TORCH_TARGET_VERSION is "
+           "defined.\""),
+    # and a C++ function of libc10 declared by hand is found by nm.
+    answer("14", "c10-symbol", ("mymul.cpp", "namespace {\n", "namespace c10 {\nvoid* alloc_cpu(size_t nbytes);\n"
+                                "void free_cpu(void* data);\n}  // namespace c10\n\nnamespace {\n"),
+           ("mymul.cpp", "  const Tensor a = torch::stable::contiguous(self);",
+            "  c10::free_cpu(c10::alloc_cpu(16));\n  const Tensor a = torch::stable::contiguous(self);"),
+           verdict="not solved yet: the library of answer/14_stable_abi_and_wheels/mymul.cpp imports 2 C++ "
+           "symbol(s) of libtorch or libc10 (such as c10::alloc_cpu(unsigned long)), which change between "
+           "releases: include only headers of torch/csrc/stable/ and torch/headeronly/, whose calls go through the "
+           "C shim"),
+    answer("14", "api-newer-than-2.13", ("mymul.cpp", "  const Tensor a = torch::stable::contiguous(self);",
+                                         "  STD_TORCH_CHECK(self.has_storage(), \"ex14::mymul: no storage\");\n"
+                                         "  const Tensor a = torch::stable::contiguous(self);"),
+           verdict=r"re:does not compile: answer/14_stable_abi_and_wheels/mymul\.cpp \(for torch 2\.13's stable "
+           r"ABI\): .*has_storage.*"),
+    answer("14", "ignores-strides", ("mymul.cpp", "torch::stable::contiguous(self)", "self"),
+           verdict=r"re:not solved yet: ex14::mymul on transposed torch\.float32 inputs returned wrong values: .*"),
+    answer("14", "not-registered", ("mymul.cpp", '  m.impl("mymul", TORCH_BOX(&mymul_cpu));\n', ""),
+           verdict='not solved yet: ex14::mymul has no kernel on the CPU key (the dispatch table shows nothing '
+           'there); register mymul_cpu with m.impl("mymul", TORCH_BOX(&mymul_cpu)) in the '
+           'STABLE_TORCH_LIBRARY_IMPL(ex14, CPU, m) block'),
+]
+
+
+def _tree(tmp_path, case: Answer):
+    """The answer's folder in a tree of its own, and a build folder named after its content."""
+    folder = exercises.folder(case.number)
+    root = tmp_path / "answer"
+    shutil.copytree(REPO_ROOT / case.base / folder, root / folder)
+    for file, old, new in case.edits:
+        path = root / folder / file
+        text = path.read_text()
+        assert text.count(old) == 1, f"{case}: {old!r} is not in {case.base}/{folder}/{file} exactly once"
+        path.write_text(text.replace(old, new))
+    content = b"".join(p.read_bytes() for p in sorted((root / folder).iterdir()))
+    return root, BUILD_DIR / "test-exercise-answers" / hashlib.sha256(content).hexdigest()[:12]
+
+
+@pytest.mark.parametrize("case", ANSWERS, ids=str)
+def test_each_answer_gets_its_verdict(tmp_path, case):
+    root, build = _tree(tmp_path, case)
+    result = exercises.verdict(case.number, root=root, build_dir=build)
+    if case.verdict.startswith("re:"):
+        assert re.fullmatch(case.verdict[3:], result.message), result.message
+    else:
+        assert result.message == case.verdict
+    assert (result.status == "solved") == (case.verdict == SOLVED)
