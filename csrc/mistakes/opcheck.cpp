@@ -44,8 +44,10 @@ at::Tensor twice_backward(const at::Tensor& grad) {
 // BEGIN autograd_registration
 TORCH_LIBRARY_IMPL(mistakes, CompositeExplicitAutograd, m) {
   // BUG: "Autograd" in the key's name means the kernel must handle autograd itself; nothing here does.
-  // The dispatcher's autograd fallback runs it below autograd, so myops::myadd's derivative is never
-  // recorded (inputs that require grad get a warning-only backward node).
+  // Eagerly it goes unnoticed: the autograd fallback skips autograd for this call only, the inner
+  // myops::myadd dispatches through its own autograd kernel and records its node, and backward only warns.
+  // torch.compile records add_without_autograd_kernel as one node and never looks inside: its compiled
+  // backward returns no gradient for either input.
   m.impl("add_without_autograd_kernel", &myops::myadd);
   m.impl("transpose_declared_fresh", &transpose_declared_fresh);
   m.impl("twice", &twice);

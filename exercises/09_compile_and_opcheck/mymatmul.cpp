@@ -6,8 +6,9 @@
 // Your part:
 //   1. mymatmul_meta: the same checks as the CPU kernel (they must fail on fake tensors exactly where the real
 //      call would), then an empty tensor of shape [n, m] with the input's dtype and device. Read the sizes as
-//      SymInts (sym_size, sym_sizes, at::empty_symint): under torch.compile(dynamic=True) they are symbols,
-//      and plain size() throws on them.
+//      SymInts (sym_size, sym_sizes, at::empty_symint): under torch.compile(dynamic=True) they are symbols.
+//      Plain size() does not fail on them: it fixes each size to the value it has now and adds a guard, so
+//      the compiled graph serves that one shape and every new shape compiles again (notebook 09, section 2).
 //   2. Register it on the Meta key in the TORCH_LIBRARY_IMPL block at the end.
 // Check your answer with:  python -m myops.exercises check 09
 #define TORCH_ASSERT_ONLY_METHOD_OPERATORS
