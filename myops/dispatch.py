@@ -26,7 +26,29 @@ COURSE_KEYS = (
     "CPU",
 )
 
-_LINE = re.compile(r"^(?P<key>\w+): (?P<fallthrough>fallthrough )?registered at (?P<where>\S+) \[(?P<kind>[^\]]+)\]$")
+# One line of torch._C._dispatch_dump_table: "CPU: registered at <file>:<line> [kernel]", with "[alias]" after
+# an alias key's name and "fallthrough " before "registered" for a fallthrough.
+_LINE = re.compile(r"^(?P<key>\w+)(?:\[alias\])?: (?P<fallthrough>fallthrough )?registered at (?P<file>.+):\d+ "
+                   r"\[(?P<kind>[^\]]+)\]$")
+
+
+@dataclass(frozen=True)
+class Registration:
+    """What the dispatcher's table holds for one key of an operator, as its dump says."""
+    key: str
+    kind: str  # the dump's word: "kernel", "autograd kernel", "math kernel", "backend fallback", ...
+    file: str  # where it was registered, as compiled (our sources by absolute path)
+    fallthrough: bool
+
+
+def registrations(op: str) -> dict[str, Registration]:
+    """Every key of `op`'s dispatch table (e.g. "myops::myadd") that holds something, as the dispatcher computed it."""
+    found = {}
+    for line in torch._C._dispatch_dump_table(op).splitlines():
+        match = _LINE.match(line.strip())
+        if match:
+            found[match["key"]] = Registration(match["key"], match["kind"], match["file"], bool(match["fallthrough"]))
+    return found
 
 
 @dataclass(frozen=True)
@@ -42,8 +64,7 @@ class Entry:
         return self.format()
 
 
-def _source(where: str) -> str:
-    path = where.rsplit(":", 1)[0]
+def _source(path: str) -> str:
     # Kernels registered from Python are filed under the torch.library line that registered them.
     if path.endswith(".py"):
         return "Python (torch.library)"
@@ -61,14 +82,15 @@ def _repo_path(path: str) -> str | None:
 
 def dispatch_table(op: str, keys: tuple[str, ...] = COURSE_KEYS) -> list[Entry]:
     """What the dispatcher would run for each of `keys` when `op` (e.g. "myops::myadd") is called."""
-    found = {}
-    for line in torch._C._dispatch_dump_table(op).splitlines():
-        match = _LINE.match(line.strip())
-        if match:
-            kind = ("fallthrough" if match["fallthrough"] else
-                    "fallback" if match["kind"] == "backend fallback" else "kernel")
-            found[match["key"]] = Entry(match["key"], kind, _source(match["where"]))
-    return [found.get(key, Entry(key, "none", "")) for key in keys]
+    found = registrations(op)
+
+    def entry(key: str) -> Entry:
+        if key not in found:
+            return Entry(key, "none", "")
+        kind = ("fallthrough" if found[key].fallthrough else
+                "fallback" if found[key].kind == "backend fallback" else "kernel")
+        return Entry(key, kind, _source(found[key].file))
+    return [entry(key) for key in keys]
 
 
 def format_table(op: str, keys: tuple[str, ...] = COURSE_KEYS) -> str:

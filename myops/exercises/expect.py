@@ -11,23 +11,8 @@ from pathlib import Path
 
 import torch
 
+from myops.dispatch import registrations
 from myops.exercises.runner import Context, Unsolved, one_line
-
-_TABLE_LINE = re.compile(
-    r"^(?P<key>\w+)(?:\[alias\])?: (?P<fallthrough>fallthrough )?registered at (?P<where>.+):\d+ "
-    r"\[(?P<kind>[^\]]+)\]$")
-
-
-def registrations(op: str) -> dict[str, tuple[str, str, bool]]:
-    """key -> (kind, file, whether it is a fallthrough) of the dispatch table of `op`, as the dispatcher
-    computed it."""
-    table = {}
-    for line in torch._C._dispatch_dump_table(op).splitlines():
-        match = _TABLE_LINE.match(line.strip())
-        if match:
-            table[match["key"]] = (match["kind"], match["where"], bool(match["fallthrough"]))
-    return table
-
 
 def require_op(namespace: str, name: str, hint: str):
     """The default overload of `namespace::name`, or Unsolved: missing, or defined under an overload name."""
@@ -53,9 +38,10 @@ def _is_mine(context: Context, where: str) -> bool:
 def require_kernel(context: Context, op: str, key: str, hint: str) -> None:
     """`op` has a kernel of its own (not a fallback, a fallthrough or a catch-all) on `key`, from this
     exercise's files."""
-    kind, where, fallthrough = registrations(op).get(key, ("none", "", False))
+    found = registrations(op).get(key)
+    kind, where = (found.kind, found.file) if found else ("none", "")
     mine = _is_mine(context, where)
-    if fallthrough and mine:
+    if found and found.fallthrough and mine:
         raise Unsolved(f"{op} has a fallthrough on the {key} key, which skips the key instead of running a "
                        f"kernel; {hint}")
     # A registration on an alias key (Autograd) shows up as an "autograd kernel" on each key it fills.
@@ -75,7 +61,8 @@ def require_alias_autograd(context: Context, op: str, kernel: str) -> None:
 
 def require_no_catch_all(op: str, hint: str) -> None:
     """A kernel given to def() (or registered without a key) is CompositeImplicitAutograd: a "math kernel"."""
-    if registrations(op).get("CPU", ("",))[0] == "math kernel":
+    found = registrations(op).get("CPU")
+    if found and found.kind == "math kernel":
         raise Unsolved(hint)
 
 
