@@ -84,8 +84,8 @@ def _sync(device: str) -> str:
 
 
 def myadd_bandwidth(exponents, device="cpu", min_run_time=0.2) -> list[dict]:
-    """GB/s of myops.myadd, torch.add and a plain copy (the bandwidth bound) for 2**e float32 elements, and the
-    ratio to ATen's add called through torch.ops as ours is."""
+    """GB/s of myops.myadd, torch.add, torch.add into an existing tensor (out=) and a plain copy (the bandwidth
+    bound) for 2**e float32 elements, and the ratio to ATen's add called through torch.ops as ours is."""
     threads = torch.get_num_threads()
     rows = []
     for e in exponents:
@@ -102,12 +102,16 @@ def myadd_bandwidth(exponents, device="cpu", min_run_time=0.2) -> list[dict]:
             "aten.add": _median_seconds("fn(a, b)" + _sync(device), threads, min_run_time, a=a, b=b,
                                         fn=torch.ops.aten.add.Tensor),
             "copy": _median_seconds("out.copy_(a)" + _sync(device), threads, min_run_time, a=a, out=out),
+            # the same add into an existing tensor: what allocating (and first touching) a new output costs
+            "torch.add out=": _median_seconds("fn(a, b, out=out)" + _sync(device), threads, min_run_time, a=a, b=b,
+                                              out=out, fn=torch.add),
         }
         rows.append({
             "elements": n,
             "myadd_GBps": add_bytes / seconds["myadd"] / 1e9,
             "aten_GBps": add_bytes / seconds["torch.add"] / 1e9,
             "copy_GBps": copy_bytes / seconds["copy"] / 1e9,
+            "aten_out_GBps": add_bytes / seconds["torch.add out="] / 1e9,
             "ratio_vs_aten": seconds["torch.add"] / seconds["myadd"],
             "ratio_vs_aten_same_entry": seconds["aten.add"] / seconds["myadd"],
         })
@@ -258,7 +262,9 @@ def _line_plot(xs, series, xlabel, ylabel, title, env):
 
 def plot_bandwidth(rows, title="myadd vs torch.add (float32)", env=None):
     series = {label: [r[key] for r in rows] for key, label in
-              (("myadd_GBps", "myops.myadd"), ("aten_GBps", "torch.add"), ("copy_GBps", "copy (bound)"))}
+              (("myadd_GBps", "myops.myadd"), ("aten_GBps", "torch.add"),
+               ("aten_out_GBps", "torch.add(out=existing)"), ("copy_GBps", "copy_ into existing"))
+              if all(key in r for r in rows)}
     return _line_plot([r["elements"] for r in rows], series, "elements", "GB/s", title, env)
 
 

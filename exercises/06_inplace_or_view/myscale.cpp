@@ -3,8 +3,12 @@
 // ex06::myscale_(Tensor(a!) self, float factor) -> () multiplies `self` by `factor` in place and returns
 // nothing (the form torch.compile accepts). Its schema, CPU kernel and Autograd kernel are given; the
 // Autograd kernel redispatches with the keys below autograd (keys & c10::after_autograd_keyset), which still
-// hold ADInplaceOrView. Nothing is registered there yet: the key falls through, `self`'s version counter never
-// moves, and autograd cannot notice that a tensor it saved for backward was overwritten.
+// hold ADInplaceOrView. Nothing is registered there yet: the key falls through. The version counter still moves
+// once, but only by accident: the key-set mask affects only the next hop, so the CPU kernel's own call to ATen's
+// `self.mul_` dispatches through every key again, and ATen's ADInplaceOrView kernel for mul_ bumps it. A CPU
+// kernel that wrote the data itself (as myops::myadd_inplace's does) would leave the counter where it was, and
+// autograd could not notice that a tensor it saved for backward was overwritten. The bump belongs to the
+// operator's own ADInplaceOrView kernel; under its guard, the nested mul_ no longer bumps.
 // Your part:
 //   1. myscale__ad_inplace_or_view: redispatch to the kernels below this key (keys & c10::after_ADInplaceOrView_keyset,
 //      under at::AutoDispatchBelowADInplaceOrView), then bump the version counter of the written tensor once.
