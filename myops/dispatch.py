@@ -64,6 +64,15 @@ class Entry:
         return self.format()
 
 
+def kernel_forms(op: str, key: str) -> set[str]:
+    """How the kernel registered for `key` of `op` can be called: {"boxed", "unboxed"}, {"boxed"} for a kernel
+    made from a boxed function, set() for none (torch._C._dispatch_dump lists the kernels as registered)."""
+    for line in torch._C._dispatch_dump(op).splitlines():
+        if line.startswith(f"{key}: registered at ") and line.endswith("]"):
+            return set(line[line.rindex("[") + 1:-1].split())
+    return set()
+
+
 def _source(path: str) -> str:
     # Kernels registered from Python are filed under the torch.library line that registered them.
     if path.endswith(".py"):

@@ -129,6 +129,20 @@ ANSWERS = [
                                    "inverse_rms(x, 1e-6)"),
            verdict=r"re:not solved yet: the gradient of ex05::myrmsnorm on shape \[3, 5\] with eps=0\.5 and "
            r"requires_grad=\(True, True\) for input 0 returned wrong values: .*"),
+    # -- 07: autocast ---------------------------------------------------------------------------------------
+    answer("07", "cast-by-hand", ("mynorm.cpp", "return ex07::mynorm(at::autocast::cached_cast(at::kFloat, self, "
+                                  "c10::DeviceType::CPU));", "return ex07::mynorm(c10::isReducedFloatingType("
+                                  "self.scalar_type()) ? self.to(at::kFloat) : self);"), verdict=SOLVED),
+    answer("07", "cached-cast-for-cuda", ("mynorm.cpp", "cached_cast(at::kFloat, self, c10::DeviceType::CPU)",
+                                          "cached_cast(at::kFloat, self)"),
+           verdict="not solved yet: under torch.autocast('cpu', dtype=torch.bfloat16), ex07::mynorm returned "
+           "torch.bfloat16, expected torch.float32 (the fp32 policy); does cached_cast get c10::DeviceType::CPU?"),
+    answer("07", "excludes-autocast-cuda", ("mynorm.cpp", "no_autocast(c10::DispatchKey::AutocastCPU)",
+                                            "no_autocast(c10::DispatchKey::Autocast)"),
+           verdict="not solved yet: the check crashed with SIGSEGV (most likely a stack overflow: the autocast "
+           "wrapper calls ex07::mynorm again without leaving AutocastCPU, forever: take "
+           "c10::impl::ExcludeDispatchKeyGuard(c10::DispatchKey::AutocastCPU) first (the key named Autocast is "
+           "AutocastCUDA))"),
     # -- 08: timing -----------------------------------------------------------------------------------------
     answer("08", "median-of-a-loop", ("timing.py", "    timer = torch.utils.benchmark.Timer(",
                                       "    import statistics, time\n    times = []\n    for _ in range(30):\n"
@@ -144,6 +158,12 @@ ANSWERS = [
            r"after one call of 0\.6 s: .*the median, which one slow call does not move, not the mean\)"),
     answer("08", "microseconds", ("timing.py", ".median  #", ".median * 1e6  #"),
            verdict=r"re:not solved yet: seconds_per_call said \d+(\.\d+)? for a function that takes 2 ms .*"),
+    # -- 09: a Meta kernel ----------------------------------------------------------------------------------
+    answer("09", "plain-sizes", ("mymatmul.cpp", "at::empty_symint({self.sym_size(0), other.sym_size(1)}, self.options())",
+                                 "at::empty({self.size(0), other.size(1)}, self.options())"),
+           verdict="not solved yet: on fake tensors of symbolic shapes [s0, s1] and [s1, s2], ex09::mymatmul returned "
+           "the fixed shape [3, 5]: read the sizes as SymInts (sym_size, at::empty_symint), or "
+           "torch.compile(dynamic=True) recompiles for every shape"),
     # -- 10: a batching rule --------------------------------------------------------------------------------
     answer("10", "aten-for-a-batched-weight", ("rule.py", "    normalized = torch.ops.ex10.myrmsnorm(x, torch.ones_like(weight[0]), eps)\n",
                                                "    normalized = x * torch.rsqrt(x.square().mean(-1, keepdim=True) + eps)\n"),
@@ -152,6 +172,19 @@ ANSWERS = [
                                       "x.movedim(x_dim, 0)"),
            verdict=r"re:not solved yet: vmap\(ex10::myrmsnorm, in_dims=\(None, 0\)\) on x of shape \[4, 8\] and "
            r"weight of shape \[6, 8\] raised TypeError: .*"),
+    # -- 12: a boxed kernel ---------------------------------------------------------------------------------
+    answer("12", "unboxed-for-one", ("sum_boxed.cpp", 'm.impl("sum2", torch::CppFunction::makeFromBoxedFunction<&sum_boxed>());',
+                                     'm.impl("sum2", [](const at::Tensor& a, const at::Tensor& b) { return a.add(b); });'
+                                     "  // not makeFromBoxedFunction"),
+           verdict="not solved yet: ex12::sum2's CPU kernel is not a boxed function (the dispatcher lists it as boxed "
+           "and unboxed): register sum_boxed with torch::CppFunction::makeFromBoxedFunction"),
+    # -- 13: the 2020 tutorial, updated ---------------------------------------------------------------------
+    answer("13", "autocast-guard-on-autocast-cuda", ("mymul.cpp", "no_autocast(kAutocastKey)",
+                                                     "no_autocast(c10::DispatchKey::Autocast)"),
+           verdict="not solved yet: the check crashed with SIGSEGV (most likely a stack overflow: a kernel calls "
+           "ex13::mymul again without leaving its own key, forever: the autograd kernel needs "
+           "at::AutoDispatchBelowADInplaceOrView, the autocast wrapper c10::impl::ExcludeDispatchKeyGuard on "
+           "AutocastCPU (Autocast is a name of AutocastCUDA, which excludes nothing on CPU))"),
     # -- 11: torch.library in Python ------------------------------------------------------------------------
     answer("11", "kernel-broadcasts", ("myrmsnorm.py", "    _check_weight(self, weight)  # a weight", "    # a weight"),
            verdict="not solved yet: ex11::myrmsnorm with x of shape [3, 5] and weight of shape [1] did not raise; "

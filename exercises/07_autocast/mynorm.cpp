@@ -1,4 +1,5 @@
 // Exercise 07 (notebook 07_autocast): an AutocastCPU wrapper with the fp32 policy, for a reduction.
+// Checked by myops/exercises/ex07_autocast.py.
 //
 // ex07::mynorm(self) = sqrt(sum(self^2)), the 2-norm of all elements, has its schema, CPU kernel and dispatch
 // function given. The kernel returns the dtype of its input. Under torch.autocast("cpu") a bfloat16 result

@@ -1,4 +1,5 @@
 // Exercise 09 (notebook 09_compile_and_opcheck): a Meta kernel, for torch.compile, FakeTensor and opcheck.
+// Checked by myops/exercises/ex09_compile_and_opcheck.py.
 //
 // ex09::mymatmul (the product of two 2-d matrices, [n, k] x [k, m] -> [n, m]) has its schema and CPU kernel
 // given. torch.compile and opcheck call it on fake tensors, which have a shape and a dtype and no data:

@@ -1,5 +1,7 @@
 """Exercise 10 (notebook 10_vmap): a batching rule, so that vmap calls the operator once per batch.
 
+Checked by myops/exercises/ex10_vmap.py.
+
 ex10::myrmsnorm below normalizes the last dimension of `x` and scales it by `weight` (one value per element of
 that dimension). Without a batching rule, torch.vmap falls back to a loop: one call per example. The
 normalization only ever reads the last dimension, so every other dimension, a vmap dimension included, is
@@ -7,10 +9,12 @@ just more rows: one call can serve the whole batch.
 
 Your part:
   1. myrmsnorm_batch_rule(info, in_dims, x, weight, eps=1e-6) -> (output, output batch dim). `in_dims` holds the
-     batch dimension of each argument, or None where it is not batched. Move x's batch dimension to the
-     front (x.movedim), then call the operator once. When `weight` is batched too (in_dims[1] is not None),
-     its batch dimension must broadcast against x's: normalize with a weight of ones and multiply by the
-     batched weight, shaped to broadcast.
+     batch dimension of each argument the caller passed, or None where it is not batched: three entries when
+     eps is given (the check gives it; its entry is None), two when it is not, so read `in_dims[:2]`. Either
+     of x and weight may be the unbatched one. Move x's batch dimension to the front (x.movedim; an unbatched
+     x is expanded to info.batch_size), then call the operator once. When `weight` is batched too
+     (in_dims[1] is not None), its batch dimension must broadcast against x's: normalize with a weight of
+     ones and multiply by the batched weight, shaped to broadcast.
   2. Register it: torch.library.register_vmap("ex10::myrmsnorm", myrmsnorm_batch_rule).
 Check your answer with:  python -m myops.exercises check 10
 """

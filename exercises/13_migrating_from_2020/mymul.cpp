@@ -1,4 +1,5 @@
 // Exercise 13 (notebook 13_migrating_from_2020): bring a 2020-style operator up to date.
+// Checked by myops/exercises/ex13_migrating_from_2020.py.
 //
 // This file follows the 2020 tutorial's op.cpp and its autocast example, plus the one shortcut the tutorial
 // warned against. It compiles and runs on PyTorch 2.14, and it is wrong in four ways that no compiler reports

@@ -1,7 +1,8 @@
 """Exercise 12: one boxed kernel serving three operators."""
 import torch
 
-from myops.exercises.expect import call, code, expect_close, randn, require_kernel, require_op
+from myops.dispatch import kernel_forms
+from myops.exercises.expect import call, expect_close, randn, require_kernel, require_op
 from myops.exercises.runner import Context, Unsolved
 
 
@@ -10,8 +11,11 @@ def check(context: Context) -> None:
         require_op("ex12", name, f"keep the TORCH_LIBRARY block of {context.file('sum_boxed.cpp')}")
         require_kernel(context, f"ex12::{name}", "CPU", f"register sum_boxed for {name} in the "
                        "TORCH_LIBRARY_IMPL(ex12, CPU, m) block")
-    if "makeFromBoxedFunction" not in code(context, (".cpp",)):
-        raise Unsolved("register sum_boxed as a boxed kernel, with torch::CppFunction::makeFromBoxedFunction")
+        # A kernel made from a boxed function has no unboxed entry: the dispatcher's own record says which.
+        if kernel_forms(f"ex12::{name}", "CPU") != {"boxed"}:
+            raise Unsolved(f"ex12::{name}'s CPU kernel is not a boxed function (the dispatcher lists it as "
+                           f"{' and '.join(sorted(kernel_forms(f'ex12::{name}', 'CPU')))}): register sum_boxed "
+                           "with torch::CppFunction::makeFromBoxedFunction")
     ops = torch.ops.ex12
     for dtype in (torch.float32, torch.float64):
         a, b, c = (randn(4, 3, dtype=dtype, seed=seed) for seed in range(3))

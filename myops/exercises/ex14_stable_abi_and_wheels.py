@@ -26,11 +26,13 @@ def _library(context: Context, tools) -> Path:
     torch_lib = Path(torch.__file__).parent / "lib"
     link = ["-Wl,--no-as-needed", f"-L{torch_lib}", "-ltorch", "-ltorch_cpu", "-lc10"]
     try:
-        return tools.shared_library(source, [*tools.CXX_FLAGS, *link], "ex14", folder=context.build_dir / context.folder.name)
+        return tools.shared_library(source, [*tools.CXX_FLAGS, *link], "ex14",
+                                    folder=context.build_dir / context.folder.name)
     except tools.WheelError as error:
         compiled, first = tools.compiles(source, tools.TORCH_TARGET_VERSION)
         if not compiled:
-            raise DoesNotCompile(f"{context.file(SOURCE)} (for torch {tools.OLDEST_TORCH}'s stable ABI): {first}") from None
+            raise DoesNotCompile(f"{context.file(SOURCE)} (for torch {tools.OLDEST_TORCH}'s stable ABI): "
+                                 f"{first}") from None
         raise Unsolved(f"{context.file(SOURCE)} compiles but does not link: {str(error).splitlines()[-1]}") from None
 
 
