@@ -227,8 +227,10 @@ class Builder:
                 return LoadResult(layer, self.library_path(layer), built=False, seconds=None)
             raise LayerReloadError(
                 f"myops: the C++ of layer {layer!r} changed after this process loaded it. A process "
-                "cannot load a second build of a layer (the dispatcher would abort it): restart the "
-                "kernel (Kernel > Restart Kernel) and run the notebook again; the new build happens then.")
+                "cannot switch to a new build of a layer (loading the rebuilt file from the same path hands "
+                "back the library already loaded, so the edit would be silently ignored; loading a copy from "
+                "another path repeats its registrations, and a second definition aborts the process): restart "
+                "the kernel (Kernel > Restart Kernel) and run the notebook again; the new build happens then.")
         cuda = self.is_cuda(layer)
         if cuda and (reason := toolchain.cuda_skip_reason()):
             raise LayerUnavailableError(f"myops: layer {layer!r} cannot be built here: {reason}", reason)
