@@ -7,8 +7,9 @@
 // excluded, so the call goes on to Autograd and the backend. Two details decide whether it works:
 //  - cached_cast must be told the device type. Its default is CUDA: on CPU it would leave every
 //    tensor as it is, silently.
-//  - CPU autocast is its own key, AutocastCPU. The old key name `Autocast` is an alias of
-//    AutocastCUDA, so a wrapper registered there never runs for CPU tensors.
+//  - CPU autocast is its own key, AutocastCPU. The old key name `Autocast` is a second name for
+//    AutocastCUDA (one enum value, not an alias key that expands to several keys), so a wrapper
+//    registered there never runs for CPU tensors.
 // One template serves both devices.
 // END note
 #include <ATen/autocast_mode.h>

@@ -48,7 +48,7 @@ TORCH_LIBRARY_IMPL(mistakes, AutocastCPU, m) {
   m.impl("matmul_cast_without_device", &matmul_cast_without_device);
 }
 
-// BUG: `Autocast` is an alias of AutocastCUDA.
+// BUG: `Autocast` is a second name for AutocastCUDA (the same enum value), so this lands on CUDA only.
 TORCH_LIBRARY_IMPL(mistakes, Autocast, m) {
   m.impl("matmul_on_old_autocast_key", &matmul_cast_for_cpu);
 }
