@@ -129,6 +129,20 @@ ANSWERS = [
                                    "inverse_rms(x, 1e-6)"),
            verdict=r"re:not solved yet: the gradient of ex05::myrmsnorm on shape \[3, 5\] with eps=0\.5 and "
            r"requires_grad=\(True, True\) for input 0 returned wrong values: .*"),
+    # -- 06: ADInplaceOrView --------------------------------------------------------------------------------
+    answer("06", "increment-version", ("myscale.cpp", "self.unsafeGetTensorImpl()->bump_version();",
+                                       "torch::autograd::increment_version(self);"),
+           ("myscale.cpp", "#include <torch/library.h>",
+            "#include <torch/csrc/autograd/VariableTypeUtils.h>\n#include <torch/library.h>"), verdict=SOLVED),
+    # ATen's mul_ in the given CPU kernel bumps for a kernel that has neither guard nor bump of its own.
+    answer("06", "redispatch-only", ("myscale.cpp", "    at::AutoDispatchBelowADInplaceOrView guard;\n", ""),
+           ("myscale.cpp", "  self.unsafeGetTensorImpl()->bump_version();\n", ""),
+           verdict="not solved yet: with a CPU kernel that writes the data itself (no ATen call that bumps for it), "
+           "ex06::myscale_ moved x's version counter by 0, expected exactly 1: the bump is your ADInplaceOrView "
+           "kernel's job, once, after redispatching under at::AutoDispatchBelowADInplaceOrView"),
+    answer("06", "bump-without-guard", ("myscale.cpp", "    at::AutoDispatchBelowADInplaceOrView guard;\n", ""),
+           verdict="not solved yet: ex06::myscale_ moved x's version counter by 2, expected exactly 1: bump it once, "
+           "after the redispatch"),
     # -- 07: autocast ---------------------------------------------------------------------------------------
     answer("07", "cast-by-hand", ("mynorm.cpp", "return ex07::mynorm(at::autocast::cached_cast(at::kFloat, self, "
                                   "c10::DeviceType::CPU));", "return ex07::mynorm(c10::isReducedFloatingType("

@@ -1,4 +1,5 @@
 // Exercise 06 (notebook 06_inplace_or_view): an ADInplaceOrView kernel for a mutating operator.
+// Checked by myops/exercises/ex06_inplace_or_view.py.
 //
 // ex06::myscale_(Tensor(a!) self, float factor) -> () multiplies `self` by `factor` in place and returns
 // nothing (the form torch.compile accepts). Its schema, CPU kernel and Autograd kernel are given; the

@@ -24,6 +24,25 @@ def check(context: Context) -> None:
     expect_close("ex06::myscale_ on a view (the base afterwards)", base, expected)
     if base._version != version + 1:
         raise Unsolved("writing a view with ex06::myscale_ did not move its base's version counter")
+    # The given CPU kernel calls ATen's mul_, whose own ADInplaceOrView kernel bumps the counter unless this
+    # operator's kernel has put ADInplaceOrView below the guard: a kernel that only redispatches passes the
+    # count above by accident. A CPU kernel that writes without ATen's help (as myops::myadd_inplace's does)
+    # leaves the bump to the learner's kernel alone.
+    library = torch.library.Library("ex06", "IMPL")
+
+    def writes_itself(self, factor):
+        with torch._C._AutoDispatchBelowADInplaceOrView():
+            self.mul_(factor)
+
+    library.impl("myscale_", writes_itself, "CPU")
+    x = randn(4, 3)
+    version = x._version
+    call("ex06::myscale_ with a CPU kernel that writes the data itself", op, x, 3.0)
+    if x._version != version + 1:
+        raise Unsolved(f"with a CPU kernel that writes the data itself (no ATen call that bumps for it), "
+                       f"ex06::myscale_ moved x's version counter by {x._version - version}, expected exactly 1: the "
+                       "bump is your ADInplaceOrView kernel's job, once, after redispatching under "
+                       "at::AutoDispatchBelowADInplaceOrView")
     # What the counter is for: mul saved x for w's gradient; x is overwritten before backward.
     w, x = randn(3, requires_grad=True), randn(3, seed=1)
     y = w * x
