@@ -4,9 +4,10 @@
 //   myops::myadd_inplace(self, other)     in place, returning nothing (the torch.compile form)
 //
 // Float16, bfloat16, float32 and float64; tensors of any strides. When all three tensors are one dense
-// run of memory in the same order (contiguous, or e.g. all channels-last) and 16-byte aligned, a
-// vectorized grid-stride loop moves 16 bytes per input per step. Anything else takes a strided loop that
-// walks the elements in the inputs' memory order (see NOTE [ Iterating in memory order ] in plan.h).
+// run of memory in the same order (contiguous, or e.g. all channels-last), a flat grid-stride loop runs:
+// vectorized (16 bytes per input per step) when all three pointers are 16-byte aligned, one element per
+// step otherwise. Any other layout takes a strided loop that walks the elements in the inputs' memory
+// order (see NOTE [ Iterating in memory order ] in plan.h).
 #define TORCH_ASSERT_ONLY_METHOD_OPERATORS
 #include <ATen/core/Tensor.h>
 #include <ATen/Dispatch.h>
@@ -94,6 +95,8 @@ int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
 }
 
+// BEGIN launch_dense
+// Alignment is checked here, at launch: the plan only says that the three tensors are one dense run.
 template <typename scalar_t>
 void launch_dense(const scalar_t* a, const scalar_t* b, scalar_t* o, int64_t n, cudaStream_t stream) {
   using myops::cuda::blocks_for;
@@ -107,6 +110,7 @@ void launch_dense(const scalar_t* a, const scalar_t* b, scalar_t* o, int64_t n, 
   }
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
+// END launch_dense
 
 template <typename scalar_t, typename index_t>
 void launch_strided(const scalar_t* a, const scalar_t* b, scalar_t* o, int64_t n, const std::vector<Dim>& dims,

@@ -77,7 +77,7 @@ inline std::vector<Dim> iteration_dims(const at::Tensor& out, const at::Tensor& 
 
 // BEGIN path
 enum class Path {
-  kDense,             // one dense run in the same order in all three tensors: a flat (vectorized) loop
+  kDense,             // one dense run in the same order in all three tensors: a flat loop (launch_dense)
   kStrided32,         // the strided loop, every index and offset in 32 bits
   kStrided64,         // the strided loop in 64 bits
   kContiguousCopies,  // more than kMaxDims merged dimensions: add contiguous copies, copy the sum back
