@@ -146,7 +146,8 @@ def priority_order(keys) -> list[str]:
 
 def functionality_keys() -> list[str]:
     """The functionalities that torch._C.DispatchKey names, highest priority first: the order of
-    c10/core/DispatchKey.h (Python names most of its keys, not all; Tracer and AutocastXLA, for one, are missing).
+    c10/core/DispatchKey.h (Python names 30 of its 46 functionalities; Tracer and AutocastXLA, for two, are missing:
+    notebook 00 counts them).
 
     Per-backend functionalities (Dense, AutogradFunctionality, ...) stand for one runtime key per backend:
     Dense for CPU, CUDA, Meta, ..., AutogradFunctionality for AutogradCPU, AutogradCUDA, ...
