@@ -29,12 +29,12 @@ def check(context: Context) -> None:
     # The kernel and the fake kernel refuse the same inputs: a weight that would broadcast is a bug, not a shape.
     for shape in ((1,), (3, 5)):
         bad = f"ex11::myrmsnorm with x of shape [3, 5] and weight of shape {list(shape)}"
-        expect_raises(bad, op, randn(3, 5), randn(*shape), errors=(RuntimeError, ValueError),
+        expect_raises(bad, op, randn(3, 5), randn(*shape), errors=(Exception,),
                       hint="check in the kernel that weight has shape [self.shape[-1]] (torch._check), so it "
                       "never broadcasts, and in the fake kernel the same way")
         with torch._subclasses.fake_tensor.FakeTensorMode():
             expect_raises(f"{bad}, on fake tensors", op, torch.empty(3, 5), torch.empty(*shape),
-                          errors=(RuntimeError, ValueError),
+                          errors=(Exception,),
                           hint="the fake kernel must refuse what the kernel refuses (torch._check the weight's shape)")
     for shape in ((3, 5), (5,), (2, 3, 5)):
         x = randn(*shape, dtype=torch.float64, seed=len(shape))
