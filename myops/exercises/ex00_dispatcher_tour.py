@@ -8,7 +8,7 @@ import torch
 
 from myops.exercises.runner import Context, Unsolved
 
-ERROR = "error"  # the prediction for a call that no kernel serves
+ERROR = "error"  # the prediction for a call that no kernel of the operator serves (the dispatcher raises)
 
 
 def _cpu(requires_grad: bool = False):
@@ -51,7 +51,8 @@ SCENARIOS = {
     10: (("CPU", "AutocastCPU"), lambda op: op(_cpu()), "outside torch.autocast, is AutocastCPU in the key set?"),
     11: (("CPU", "CompositeExplicitAutograd"), lambda op: op(_meta()),
          "CompositeExplicitAutograd serves every backend that has no kernel of its own"),
-    12: (("CPU",), lambda op: op(_meta()), "what runs for the Meta key when nothing is registered there?"),
+    12: (("CPU",), lambda op: op(_meta()), "what runs for the Meta key when the operator registers nothing there? "
+         "(torch._C._dispatch_dump_table)"),
 }
 
 

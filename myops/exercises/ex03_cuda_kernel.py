@@ -29,7 +29,7 @@ def check(context: Context) -> str | None:
         for layout, a, b in layouts(dtype, device="cuda"):
             expect_close(f"ex03::mymul on {layout} {dtype} CUDA inputs", call("ex03::mymul", op, a, b), a * b)
     # More elements than a grid of 65,535 blocks of 256 threads covers, and no multiple of a block: a kernel
-    # without the grid-stride loop leaves the tail unwritten.
+    # that caps its grid and has no grid-stride loop leaves the tail unwritten.
     big = randn((1 << 25) + 3, seed=7, device="cuda")
     expect_close("ex03::mymul on 2^25+3 float32 CUDA elements (more than one grid: loop with a grid stride)",
                  call("ex03::mymul", op, big, big), big * big)
