@@ -204,8 +204,8 @@ def test_cuda_call(layers):
 
 def test_sources_outside_csrc_are_named_by_their_repository_path():
     root = str(myops.build.REPO_ROOT)
-    assert dispatch._source(f"{root}/solutions/02_cpu_kernel/mymul.cpp:31") == "solutions/02_cpu_kernel/mymul.cpp"
-    assert dispatch._source(f"{root}/exercises/04_autograd/mymul.cpp:9") == "exercises/04_autograd/mymul.cpp"
-    assert dispatch._source(f"{root}/csrc/cpu/myadd.cpp:140") == "csrc/cpu/myadd.cpp"
-    assert dispatch._source("/build/pytorch/aten/src/ATen/core/VariableFallbackKernel.cpp:66") == "torch"
-    assert dispatch._source(f"{root}/myops/python_library.py:12") == "Python (torch.library)"
+    assert dispatch._source(f"{root}/solutions/02_cpu_kernel/mymul.cpp") == "solutions/02_cpu_kernel/mymul.cpp"
+    assert dispatch._source(f"{root}/exercises/04_autograd/mymul.cpp") == "exercises/04_autograd/mymul.cpp"
+    assert dispatch._source(f"{root}/csrc/cpu/myadd.cpp") == "csrc/cpu/myadd.cpp"
+    assert dispatch._source("/build/pytorch/aten/src/ATen/core/VariableFallbackKernel.cpp") == "torch"
+    assert dispatch._source(f"{root}/myops/python_library.py") == "Python (torch.library)"
