@@ -54,7 +54,7 @@ clean:
 outputs: setup
 	$(PY) tools/refresh_notebooks.py
 
-# The stable-ABI operators (csrc/stable) as one wheel for every CPython >= 3.10 and torch 2.13-2.14:
+# The stable-ABI operators (csrc/stable) as one wheel for every CPython >= 3.10 and torch >= 2.13:
 # dist/myops_stable-<version>-cp310-abi3-<platform>.whl. Built against the installed torch, in place.
 .PHONY: wheel
 wheel: setup

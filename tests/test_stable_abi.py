@@ -68,7 +68,10 @@ def test_wheel_is_abi3_and_declares_the_tested_torch_range(wheel):
         names = archive.namelist()
         metadata = archive.read("myops_stable-0.1.0.dist-info/METADATA").decode()
     assert "myops_stable/_C.abi3.so" in names and "myops_stable/ops.py" in names
-    assert f"Requires-Dist: torch<2.15,>={OLDEST_TORCH}" in metadata
+    # A lower bound only: the stable ABI promises that later releases load the library (`make test-next` tries one).
+    assert [line for line in metadata.splitlines() if line.startswith("Requires-Dist:")] == [
+        f"Requires-Dist: torch>={OLDEST_TORCH}"]
+    assert "License-Expression: BSD-3-Clause" in metadata
     assert "Requires-Python: >=3.10" in metadata
 
 
