@@ -60,6 +60,12 @@ outputs: setup
 wheel: setup
 	$(PY) -m pip wheel --no-deps --no-build-isolation --wheel-dir dist ./stable
 
+# The wheel on the next torch release (stable/test_next.py says how): its value checks, and the tests marked
+# pytorch_pin, in build/test-next/. Not part of `make test`: the first run downloads torch's CUDA build (about 3 GB).
+.PHONY: test-next
+test-next: wheel
+	$(PY) stable/test_next.py
+
 # A stand-in for the GPU machine's image, on this machine (tests/test_gpu_image.py runs the GPU check's CPU half in
 # it): Python 3.12 with torch 2.11.0's CUDA build and tools/gpu-image.txt, no notebook packages, and the pinned pip
 # CUDA compiler of requirements.txt (with its runtime) laid out as a system toolkit, found on PATH, not from pip.
