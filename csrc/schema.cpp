@@ -26,10 +26,11 @@ TORCH_LIBRARY(myops, m) {
 
   // BEGIN inplace
   // In place: self += other. `Tensor(a!)` says the argument is written and the output is that same
-  // tensor. This is the classic ATen form (like add_).
-  m.def("myadd_(Tensor(a!) self, Tensor other) -> Tensor(a!)");
-  // The same mutation in the form torch.compile and opcheck accept for custom operators: the mutated
-  // argument is annotated and nothing is returned.
+  // tensor. This is the classic ATen form (like add_); the `inplace` tag says so to torch.compile and
+  // export, whose functionalization refuses an aliasing return of a custom operator without it.
+  m.def("myadd_(Tensor(a!) self, Tensor other) -> Tensor(a!)", {at::Tag::inplace});
+  // The same mutation in the form torch.compile and opcheck accept for any custom operator, tag or not:
+  // the mutated argument is annotated and nothing is returned (so no `inplace` tag: it returns nothing).
   m.def("myadd_inplace(Tensor(a!) self, Tensor other) -> ()");
   // END inplace
 

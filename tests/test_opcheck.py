@@ -1,5 +1,6 @@
-"""torch.library.opcheck on the course's operators: each passes, the missing derivative and aliasing outputs are
-seen, and each broken operator of csrc/mistakes/opcheck.cpp fails exactly the opcheck test it targets."""
+"""torch.library.opcheck on the course's operators: each passes, the missing derivative and a view output are seen,
+the inplace tag lets myadd_'s aliasing return through, and each broken operator of csrc/mistakes/opcheck.cpp fails
+exactly the opcheck test it targets."""
 import contextlib
 import warnings
 
@@ -22,6 +23,7 @@ def sample(*shapes, requires_grad=False):
     ("mymatmul", sample((3, 4), (4, 2), requires_grad=True)),
     ("myrmsnorm", sample((3, 4), (4,))),
     ("myadd_inplace", sample((3, 4), (3, 4))),
+    ("myadd_", sample((3, 4), (3, 4))),
 ], ids=lambda v: v if isinstance(v, str) else ("grad" if v[0].requires_grad else "nograd"))
 def test_opcheck_passes(layers, op, args):
     opcheck(getattr(torch.ops.myops, op).default, args)
@@ -34,12 +36,24 @@ def test_opcheck_sees_the_missing_derivative(layers):
     assert "derivative for myops::myrmsnorm is not implemented" in str(results["test_aot_dispatch_dynamic"])
 
 
-@pytest.mark.parametrize("op, args", [("myadd_", sample((3, 4), (3, 4))), ("mytranspose", sample((3, 4)))])
-def test_opcheck_refuses_aliasing_outputs(layers, op, args):
-    results = opcheck(getattr(torch.ops.myops, op).default, args, raise_exception=False)
+def test_opcheck_refuses_a_view_output(layers):
+    results = opcheck(torch.ops.myops.mytranspose.default, sample((3, 4)), raise_exception=False)
     assert results["test_schema"] == results["test_faketensor"] == "SUCCESS"
     assert "Found a custom (non-ATen) operator whose output has alias annotations" in str(
         results["test_aot_dispatch_dynamic"])
+
+
+def test_the_inplace_tag_is_what_lets_myadd__through_functionalization(layers):
+    # The same schema and kernel as myadd_, without csrc/schema.cpp's torch.Tag.inplace.
+    library = torch.library.Library("untagged_test", "DEF")
+    library.define("myadd_(Tensor(a!) self, Tensor other) -> Tensor(a!)")
+    library.impl("myadd_", torch.ops.myops.myadd_.default, "CompositeExplicitAutograd")
+    untagged = opcheck(torch.ops.untagged_test.myadd_.default, sample((3, 4), (3, 4)), raise_exception=False)
+    tagged = opcheck(torch.ops.myops.myadd_.default, sample((3, 4), (3, 4)), raise_exception=False)
+    assert torch.ops.myops.myadd_.default.tags == [torch.Tag.inplace]
+    assert tagged["test_aot_dispatch_dynamic"] == "SUCCESS"
+    assert "Found a custom (non-ATen) operator whose output has alias annotations" in str(
+        untagged["test_aot_dispatch_dynamic"])
 
 
 @pytest.fixture(scope="module")
