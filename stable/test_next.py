@@ -10,9 +10,9 @@
    copy's build/ and never replace the pinned ones of build/.
 
 The machine's pip configuration may cap torch at the pinned release (a `constraint` file). This script leaves
-that file alone: the download runs with PIP_CONFIG_FILE=/dev/null (pip then reads no configuration file at all;
---isolated alone still reads the site-wide one), and the environment gets its own pip.conf that empties the
-constraint and installs from the downloaded folder only. Not part of `make test`: it needs the network once.
+that file alone: pip runs here with PIP_CONFIG_FILE=/dev/null (pip then reads no configuration file at all;
+--isolated alone still reads the site-wide one) and --isolated (no PIP_* variable either), and the environment
+gets its own pip.conf that empties the constraint, for the wheel's install. Not part of `make test`: it needs the network once.
 """
 import os
 import shutil
@@ -56,10 +56,10 @@ def environment(version: str) -> Path:
     print(f"download: {seconds:.0f} s, {_size(WHEELS) / 2**30:.1f} GiB in {WHEELS.relative_to(wheeltools.REPO)}")
     shutil.rmtree(VENV, ignore_errors=True)
     wheeltools._run([sys.executable, "-m", "venv", VENV], 120, "creating the environment")
-    # A site configuration is read after the machine's: it empties the constraint and keeps pip offline.
-    (VENV / "pip.conf").write_text(f"[global]\nconstraint =\nno-index = true\nfind-links = {WHEELS}\n")
-    seconds = _step(f"installing torch {version}", [python, "-m", "pip", "install", "--quiet",
-                                                    f"torch=={version}", *_pins()])
+    # A site configuration is read after the machine's: it empties the constraint for install_into's pip.
+    (VENV / "pip.conf").write_text("[global]\nconstraint =\n")
+    seconds = _step(f"installing torch {version}", [python, "-m", "pip", "install", "--isolated", "--quiet",
+                    "--no-index", "--find-links", WHEELS, f"torch=={version}", *_pins()], env=no_config)
     print(f"install: {seconds:.0f} s, {_size(VENV) / 2**30:.1f} GiB in {VENV.relative_to(wheeltools.REPO)}")
     ready.write_text(version)
     return python
@@ -71,11 +71,11 @@ def _size(folder: Path) -> int:
 
 def committed_tree() -> Path:
     """build/test-next/tree/: the committed sources (git archive HEAD), with the build/ of their own."""
-    shutil.rmtree(TREE / "myops", ignore_errors=True)
-    shutil.rmtree(TREE / "tests", ignore_errors=True)
+    for old in TREE.glob("*"):  # all but build/, where the layers compiled for this torch stay
+        if old.name != "build":
+            shutil.rmtree(old) if old.is_dir() else old.unlink()
     TREE.mkdir(parents=True, exist_ok=True)
-    archive = subprocess.run(["git", "archive", "HEAD", "myops", "csrc", "tests", "conftest.py", "pyproject.toml",
-                              "stable", "requirements.txt"], cwd=wheeltools.REPO, capture_output=True, check=True,
+    archive = subprocess.run(["git", "archive", "HEAD"], cwd=wheeltools.REPO, capture_output=True, check=True,
                              timeout=120).stdout
     subprocess.run(["tar", "-x", "-C", TREE], input=archive, check=True, timeout=120)
     return TREE
@@ -91,8 +91,10 @@ def main(version: str) -> int:
     print(f"tests marked pytorch_pin on torch {version} (layers compiled into {tree.relative_to(wheeltools.REPO)}/build):",
           flush=True)
     env = {**os.environ, "PYTHONPATH": str(tree), "PYTHONWARNINGS": "ignore"}
-    return subprocess.run([python, "-m", "pytest", "-q", "-n", "0", "-m", "pytorch_pin",
-                           "-rfE", "tests"], cwd=tree, env=env, timeout=3600).returncode
+    marked = sorted(str(p.relative_to(tree)) for p in (tree / "tests").glob("test_*.py")
+                    if "mark.pytorch_pin" in p.read_text())
+    return subprocess.run([python, "-m", "pytest", "-q", "-n", "0", "-m", "pytorch_pin", "-rfE", *marked],
+                          cwd=tree, env=env, timeout=3600).returncode
 
 
 if __name__ == "__main__":

@@ -350,6 +350,26 @@ def test_fake_kernels_accept_what_the_cpu_kernels_accept(stable, dtype):
     assert (out.shape, out.dtype, out.is_contiguous()) == ((4, 3), dtype, True)
 
 
+LIBRARY_ALONE_CHILD = """
+import torch
+torch.ops.load_library({library!r})
+try:
+    torch.ops.stableops.myadd(torch.empty(2, 3, device="meta"), torch.empty(2, 3, device="meta"))
+except NotImplementedError as error:
+    print(str(error).splitlines()[0])
+"""
+
+
+def test_the_library_alone_names_the_module_with_its_fake_kernels(site, stable):
+    """m.set_python_module in csrc/stable/schema.cpp: a meta call on the library loaded without myops_stable
+    tells the user which module to import; register_fake in that module checks it names the module it is in."""
+    out = wheeltools.run(sys.executable, LIBRARY_ALONE_CHILD.format(library=str(wheeltools.library(site))))
+    assert out.strip() == ("stableops::myadd: We could not find the fake impl for this operator. The operator "
+                           "specified that you may need to import the 'myops_stable.ops' Python module to load the "
+                           "fake impl.")
+    assert torch._C._dispatch_pystub("stableops::myadd", "")[0] == stable.ops.__name__
+
+
 # -- the dispatch table ----------------------------------------------------------------------------------
 @pytest.mark.parametrize("op", ["myadd", "mymatmul"])
 def test_dispatch_table_rows(stable, op):

@@ -9,6 +9,9 @@
 
 // BEGIN schema
 STABLE_TORCH_LIBRARY(stableops, m) {
+  // The fake kernels, autograd and autocast rules are registered in Python (stable/myops_stable/ops.py):
+  // whoever loads this library without importing that module is told to import it (the dispatcher's "pystub").
+  m.set_python_module("myops_stable.ops");
   // Elementwise sum of two tensors of the same shape and floating dtype.
   m.def("myadd(Tensor self, Tensor other) -> Tensor");
   // Matrix product of two 2-d tensors of the same floating dtype: [n, k] x [k, m] -> [n, m].
