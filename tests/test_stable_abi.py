@@ -10,6 +10,7 @@ The wheel, its install folder and the torch 2.13.0 environment are made once und
 while csrc/stable and stable/ are unchanged (stable/wheeltools.py); every child process has a timeout.
 """
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -63,7 +64,7 @@ def stable(site):
 def test_wheel_is_abi3_and_declares_the_tested_torch_range(wheel):
     import zipfile
 
-    assert re.fullmatch(r"myops_stable-0\.1\.0-cp310-abi3-linux_\w+\.whl", wheel.name), wheel.name
+    assert re.fullmatch(r"myops_stable-0\.1\.0-cp310-abi3-manylinux_2_\d+_x86_64\.whl", wheel.name), wheel.name
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
         metadata = archive.read("myops_stable-0.1.0.dist-info/METADATA").decode()
@@ -80,7 +81,33 @@ def test_make_wheel_runs_the_command_the_helper_runs():
     """`make -n` prints the commands make would run, variables expanded, and runs none of them."""
     dry = subprocess.run(["make", "-n", "wheel"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
     assert dry.returncode == 0, dry.stderr
-    assert " ".join([".venv/bin/python", *wheeltools.WHEEL_COMMAND]) in dry.stdout.splitlines(), dry.stdout
+    lines = [shlex.split(line) for line in dry.stdout.splitlines()]
+    assert [".venv/bin/python", *wheeltools.WHEEL_COMMAND] in lines, dry.stdout
+    repair = [".venv/bin/python", *wheeltools.REPAIR_COMMAND, f"{wheeltools.LINUX_WHEEL_DIR}/myops_stable-*.whl"]
+    assert any(line[1:] == repair for line in lines if line and line[0].startswith("PATH=")), dry.stdout
+
+
+def test_the_wheel_is_manylinux_within_its_baseline_and_bundles_no_torch(wheel, site):
+    """auditwheel tagged it with the oldest manylinux policy its symbol versions allow; nothing was grafted."""
+    import json
+    import zipfile
+
+    import auditwheel
+
+    tag = re.search(r"(manylinux_2_\d+)_x86_64", wheel.name).group(1)
+    shown = subprocess.run([sys.executable, "-m", "auditwheel", "show", wheel], capture_output=True, text=True,
+                           timeout=120)
+    assert f'constrains the platform tag to "{tag}_x86_64"' in " ".join(shown.stdout.split()), shown.stdout
+    with zipfile.ZipFile(wheel) as archive:
+        libraries = [name for name in archive.namelist() if ".so" in name]
+    assert libraries == ["myops_stable/_C.abi3.so"]  # no myops_stable.libs/: libc10, libtorch come with torch
+    policies = json.loads((Path(auditwheel.__file__).parent / "policy" / "manylinux-policy.json").read_text())
+    allowed = next(p for p in policies if p["name"] == tag)["symbol_versions"]["x86_64"]
+    nm = subprocess.run(["nm", "-D", "--undefined-only", wheeltools.library(site)], capture_output=True, text=True,
+                        timeout=60, check=True).stdout
+    needed = set(re.findall(r"@(GLIBC|GLIBCXX|CXXABI|GCC)_([\d.]+)", nm))
+    assert {"GLIBC", "GLIBCXX"} <= {kind for kind, _ in needed}
+    assert not [f"{kind}_{version}" for kind, version in needed if version not in allowed[kind]]
 
 
 @pytest.fixture
@@ -97,9 +124,13 @@ def wheel_workshop(tmp_path, monkeypatch):
             target = Path(command[command.index("--target") + 1])
             target.mkdir(parents=True)
             (target / "myops_stable").mkdir()
-        else:
+        elif "repair" in command:
             (repo / "dist").mkdir(exist_ok=True)
-            (repo / "dist" / "myops_stable-0.1.0-cp310-abi3-linux_x86_64.whl").write_text(f"build {len(calls)}")
+            builds = calls.count("building the wheel (make wheel)")
+            (repo / "dist" / "myops_stable-0.1.0-cp310-abi3-manylinux_2_34_x86_64.whl").write_text(f"build {builds}")
+        else:
+            (repo / wheeltools.LINUX_WHEEL_DIR).mkdir(parents=True)
+            (repo / wheeltools.LINUX_WHEEL_DIR / "myops_stable-0.1.0-cp310-abi3-linux_x86_64.whl").write_text("")
 
     for name, value in {"REPO": repo, "HERE": repo / "stable", "BUILD": repo / "build" / "stable",
                         "DIST": repo / "dist", "_run": pip}.items():
@@ -110,17 +141,18 @@ def wheel_workshop(tmp_path, monkeypatch):
 def test_the_wheel_is_rebuilt_when_a_source_changes_and_only_then(wheel_workshop):
     repo, calls = wheel_workshop
     first = wheeltools.wheel()
-    assert wheeltools.wheel() == first and len(calls) == 1  # nothing changed: the wheel is reused
+    assert wheeltools.wheel() == first  # nothing changed: the wheel is reused
+    assert calls.count("building the wheel (make wheel)") == 1
     (repo / "stable" / "myops_stable.egg-info").mkdir()  # an earlier build's manifest
     kernel = repo / "csrc" / "stable" / "cpu" / "myadd.cpp"
     kernel.write_text(kernel.read_text() + "\n// edited\n")
     rebuilt = wheeltools.wheel()
-    assert len(calls) == 2 and rebuilt.read_text() == "build 2"
+    assert calls.count("building the wheel (make wheel)") == 2 and rebuilt.read_text() == "build 2"
     assert sorted((repo / "dist").iterdir()) == [rebuilt]
     assert not (repo / "stable" / "myops_stable.egg-info").exists()
     (repo / "stable" / "myops_stable" / "ops.py").write_text("# edited\n")
     wheeltools.wheel()
-    assert len(calls) == 3
+    assert calls.count("building the wheel (make wheel)") == 3
 
 
 def test_installing_a_new_wheel_removes_the_folders_of_earlier_ones(wheel_workshop):
@@ -133,6 +165,31 @@ def test_installing_a_new_wheel_removes_the_folders_of_earlier_ones(wheel_worksh
     new = wheeltools.install(wheeltools.wheel())
     assert new != old and new.is_dir() and not old.exists()
     assert sorted(p.name for p in (repo / "build" / "stable").glob("site-*")) == [new.name]
+
+
+def test_the_sdist_carries_its_sources_and_builds_a_wheel_away_from_the_repository(tmp_path):
+    """stable/setup.py's Sdist copies csrc/stable in; the unpacked sdist compiles without the repository."""
+    import tarfile
+    import zipfile
+
+    build_sdist = "import sys; from setuptools import build_meta; print(build_meta.build_sdist(sys.argv[1]))"
+    made = subprocess.run([sys.executable, "-c", build_sdist, tmp_path], cwd=REPO_ROOT / "stable", capture_output=True,
+                          text=True, timeout=300)
+    shutil.rmtree(REPO_ROOT / "stable" / "myops_stable.egg-info", ignore_errors=True)  # the wheel's manifest-to-be
+    assert made.returncode == 0, made.stderr
+    away = tmp_path / "away"
+    with tarfile.open(tmp_path / made.stdout.split()[-1]) as archive:
+        names = archive.getnames()
+        archive.extractall(away, filter="data")
+    assert {"myops_stable-0.1.0/csrc/stable/schema.cpp", "myops_stable-0.1.0/csrc/stable/cpu/myadd.cpp",
+            "myops_stable-0.1.0/flags.py"} <= set(names)
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--quiet",
+                            "--wheel-dir", tmp_path / "wheels", away / "myops_stable-0.1.0"], cwd=tmp_path,
+                           capture_output=True, text=True, timeout=600)
+    assert built.returncode == 0, built.stderr
+    (wheel,) = (tmp_path / "wheels").glob("*.whl")
+    assert "myops_stable/_C.abi3.so" in zipfile.ZipFile(wheel).namelist()
+    assert not (tmp_path / "build").exists()  # nothing written next to the unpacked folder
 
 
 # -- (a) symbols -----------------------------------------------------------------------------------------
