@@ -6,6 +6,7 @@
 // initializer. So every schema lives here, in the `schema` layer, and every other layer holds only
 // TORCH_LIBRARY_IMPL blocks that attach kernels to these schemas for one dispatch key.
 #include <torch/library.h>
+#include <torch/version.h>
 
 TORCH_LIBRARY(myops, m) {
   // BEGIN myadd
@@ -28,7 +29,12 @@ TORCH_LIBRARY(myops, m) {
   // In place: self += other. `Tensor(a!)` says the argument is written and the output is that same
   // tensor. This is the classic ATen form (like add_); the `inplace` tag says so to torch.compile and
   // export, whose functionalization refuses an aliasing return of a custom operator without it.
+  #if TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR < 13
+  // at::Tag::inplace arrived in torch 2.13: an older torch (2.11, say) defines the op untagged.
+  m.def("myadd_(Tensor(a!) self, Tensor other) -> Tensor(a!)");
+  #else
   m.def("myadd_(Tensor(a!) self, Tensor other) -> Tensor(a!)", {at::Tag::inplace});
+  #endif
   // The same mutation in the form torch.compile and opcheck accept for any custom operator, tag or not:
   // the mutated argument is annotated and nothing is returned (so no `inplace` tag: it returns nothing).
   m.def("myadd_inplace(Tensor(a!) self, Tensor other) -> ()");
