@@ -30,7 +30,7 @@ TORCH_LIBRARY(myops, m) {
   // tensor. This is the classic ATen form (like add_); the `inplace` tag says so to torch.compile and
   // export, whose functionalization refuses an aliasing return of a custom operator without it.
   #if TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR < 13
-  // at::Tag::inplace arrived in torch 2.13: an older torch (2.11, say) defines the op untagged.
+  // at::Tag::inplace is in torch 2.13 and later, not in 2.11: before 2.13 the op is defined untagged.
   m.def("myadd_(Tensor(a!) self, Tensor other) -> Tensor(a!)");
   #else
   m.def("myadd_(Tensor(a!) self, Tensor other) -> Tensor(a!)", {at::Tag::inplace});

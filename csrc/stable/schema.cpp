@@ -2,15 +2,15 @@
 // the LibTorch stable ABI only, so that one binary loads into every torch release from 2.13 on.
 //
 // STABLE_TORCH_LIBRARY is TORCH_LIBRARY behind a C interface: the block below becomes calls of
-// aoti_torch_library_init_def and aoti_torch_library_def, functions exported by libtorch with C linkage,
-// whose signatures stay fixed across releases. As with TORCH_LIBRARY, one block per namespace and
+// aoti_torch_library_init_def, torch_library_set_python_module (new in 2.13) and aoti_torch_library_def,
+// functions exported by libtorch with C linkage, whose signatures stay fixed across releases. As with TORCH_LIBRARY, one block per namespace and
 // process (see NOTE [ One TORCH_LIBRARY per namespace ] in csrc/schema.cpp).
 #include <torch/csrc/stable/library.h>
 
 // BEGIN schema
 STABLE_TORCH_LIBRARY(stableops, m) {
   // The fake kernels, autograd and autocast rules are registered in Python (stable/myops_stable/ops.py):
-  // whoever loads this library without importing that module is told to import it (the dispatcher's "pystub").
+  // a fake or meta call of an operator loaded without that module raises an error that says to import it.
   m.set_python_module("myops_stable.ops");
   // Elementwise sum of two tensors of the same shape and floating dtype.
   m.def("myadd(Tensor self, Tensor other) -> Tensor");
