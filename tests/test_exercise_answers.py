@@ -255,15 +255,17 @@ ANSWERS += [
 ]
 
 
-def _tree(tmp_path, case: Answer):
-    """The answer's folder in a tree of its own, and a build folder named after its content."""
-    folder = exercises.folder(case.number)
+def answer_tree(tmp_path, number: str, edits, base: str = "solutions"):
+    """Exercise `number`'s folder of `base`, edited by `edits` ((file, old, new): each `old` must occur in the
+    file exactly once), in a tree of its own; returns the tree and a build folder named after its content, so
+    that a warm run compiles nothing (tests/test_exercises.py's broken answers are made here too)."""
+    folder = exercises.folder(number)
     root = tmp_path / "answer"
-    shutil.copytree(REPO_ROOT / case.base / folder, root / folder)
-    for file, old, new in case.edits:
+    shutil.copytree(REPO_ROOT / base / folder, root / folder)
+    for file, old, new in edits:
         path = root / folder / file
         text = path.read_text()
-        assert text.count(old) == 1, f"{case}: {old!r} is not in {case.base}/{folder}/{file} exactly once"
+        assert text.count(old) == 1, f"{number}: {old!r} is not in {base}/{folder}/{file} exactly once"
         path.write_text(text.replace(old, new))
     content = b"".join(p.read_bytes() for p in sorted((root / folder).iterdir()))
     return root, BUILD_DIR / "test-exercise-answers" / hashlib.sha256(content).hexdigest()[:12]
@@ -271,7 +273,7 @@ def _tree(tmp_path, case: Answer):
 
 @pytest.mark.parametrize("case", ANSWERS, ids=str)
 def test_each_answer_gets_its_verdict(tmp_path, case):
-    root, build = _tree(tmp_path, case)
+    root, build = answer_tree(tmp_path, case.number, case.edits, case.base)
     result = exercises.verdict(case.number, root=root, build_dir=build)
     if case.verdict.startswith("re:"):
         assert re.fullmatch(case.verdict[3:], result.message), result.message
