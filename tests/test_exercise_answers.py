@@ -252,6 +252,66 @@ ANSWERS += [
            verdict='not solved yet: ex14::mymul has no kernel on the CPU key (the dispatch table shows nothing '
            'there); register mymul_cpu with m.impl("mymul", TORCH_BOX(&mymul_cpu)) in the '
            'STABLE_TORCH_LIBRARY_IMPL(ex14, CPU, m) block'),
+    # -- 15: export and AOTInductor -------------------------------------------------------------------------
+    answer("15", "fake-kernels-in-python",
+           ("myscale.cpp", 'TORCH_LIBRARY_IMPL(ex15, Meta, m) {\n  m.impl("myscale", &myscale_meta);\n'
+            '  m.impl("myscale_", &myscale__meta);\n}\n', ""),
+           ("model.py", "\n\nclass Scaled", '''
+
+
+def _check(x, scale):
+    torch._check(scale.dim() == 1 and scale.shape[0] == x.shape[-1], lambda: "ex15::myscale: bad scale")
+
+
+@torch.library.register_fake("ex15::myscale")
+def _(x, scale):
+    _check(x, scale)
+    return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+
+@torch.library.register_fake("ex15::myscale_")
+def _(x, scale):
+    _check(x, scale)
+    return x
+
+
+class Scaled'''), verdict=SOLVED),
+    answer("15", "returns-nothing",
+           ("myscale.cpp", '"myscale_(Tensor(a!) self, Tensor scale) -> Tensor(a!)", {at::Tag::inplace}',
+            '"myscale_(Tensor(a!) self, Tensor scale) -> ()"'),
+           ("myscale.cpp", "at::Tensor& myscale__cpu(at::Tensor& self, const at::Tensor& scale) {",
+            "void myscale__cpu(const at::Tensor& self, const at::Tensor& scale) {"),
+           ("myscale.cpp", "  scale_rows(self, scale, self);\n  return self;", "  scale_rows(self, scale, self);"),
+           ("myscale.cpp", "at::Tensor& myscale__meta(at::Tensor& self, const at::Tensor& scale) {\n"
+            "  check_inputs(self, scale);\n  return self;",
+            "void myscale__meta(const at::Tensor& self, const at::Tensor& scale) {\n  check_inputs(self, scale);"),
+           verdict=SOLVED),
+    answer("15", "no-meta-kernels",
+           ("myscale.cpp", 'TORCH_LIBRARY_IMPL(ex15, Meta, m) {\n  m.impl("myscale", &myscale_meta);\n'
+            '  m.impl("myscale_", &myscale__meta);\n}\n', ""),
+           verdict="not solved yet: ex15::myscale on fake tensors (what torch.export traces with) raised "
+           "UnsupportedOperatorException: ex15.myscale.default: give it a Meta kernel (TORCH_LIBRARY_IMPL(ex15, "
+           "Meta, m) in answer/15_export_and_aotinductor/myscale.cpp) or a fake kernel"),
+    answer("15", "meta-without-checks",
+           ("myscale.cpp", "at::Tensor myscale_meta(const at::Tensor& self, const at::Tensor& scale) {\n"
+            "  check_inputs(self, scale);", "at::Tensor myscale_meta(const at::Tensor& self, const at::Tensor& scale) {"),
+           verdict="not solved yet: ex15::myscale on fake tensors of shapes [3, 8] and [5] did not raise: the fake "
+           "kernel must refuse what the CPU kernel refuses (the same check_inputs)"),
+    answer("15", "no-inplace-tag", ("myscale.cpp", ", {at::Tag::inplace});", ");"),
+           verdict="not solved yet: ex15::myscale_ returns the tensor it writes (-> Tensor(a!)) and has no inplace "
+           "tag, so export's functionalization refuses it: define it with m.def(..., {at::Tag::inplace})"),
+    answer("15", "exports-another-model", ("model.py", "torch.export.export(model, example_inputs)",
+                                           "torch.export.export(torch.nn.Identity(), example_inputs)"),
+           verdict="not solved yet: the exported graph does not call ex15::myscale, ex15::myscale_: export the model "
+           "it was given, whose forward calls both operators"),
+    answer("15", "model-on-aten", ("model.py", "        y = torch.ops.ex15.myscale(x, self.scale)\n"
+                                   "        torch.ops.ex15.myscale_(y, x[0])", "        y = x * self.scale\n        y.mul_(x[0])"),
+           verdict="not solved yet: the exported graph does not call ex15::myscale, ex15::myscale_: export the model "
+           "it was given, whose forward calls both operators"),
+    answer("15", "not-the-package", ("model.py", "return Path(torch._inductor.aoti_compile_and_package(program, "
+                                     "package_path=str(path)))", "return path.with_suffix('.txt')"),
+           verdict=r"re:not solved yet: compile_package returned \S+/model\.txt, which is no \.pt2 package: return "
+           r"the path that torch\._inductor\.aoti_compile_and_package wrote"),
 ]
 
 
