@@ -78,10 +78,10 @@ def _source(path: str) -> str:
     if path.endswith(".py"):
         return "Python (torch.library)"
     # Ours (csrc/, exercises/, solutions/, ...) by their path in the repository; the rest is PyTorch's.
-    return _repo_path(path) or "torch"
+    return repo_path(path) or "torch"
 
 
-def _repo_path(path: str) -> str | None:
+def repo_path(path: str) -> str | None:
     """`path` relative to the repository, or None when it lies outside it."""
     try:
         return str(Path(path).relative_to(REPO_ROOT))
@@ -284,7 +284,7 @@ def record_path(title: str = ""):
         for line in torch.ops.myops_trace.stop().splitlines():
             key, source, raw, depth = line.split("\t")
             excluded = tuple(name for name in _key_names(int(raw)) if name not in baseline)
-            path.steps.append(Step(key, _repo_path(source) or source, excluded, int(depth)))
+            path.steps.append(Step(key, repo_path(source) or source, excluded, int(depth)))
         if restart:
             torch.ops.myops_trace.start()
 

@@ -1,5 +1,6 @@
-// Exercise 12 (notebook 12_boxed_kernels_and_backends): one boxed kernel that serves three operators.
-// Checked by myops/exercises/ex12_boxed_kernels_and_backends.py.
+// Exercise 12, part 1 (notebook 12_boxed_kernels_and_backends): one boxed kernel that serves three operators
+// on the CPU; part 2, in on_device.cpp, brings them to the course's device. Checked by
+// myops/exercises/ex12_boxed_kernels_and_backends.py.
 //
 // A boxed kernel has one signature for every operator, void(const c10::OperatorHandle&, torch::jit::Stack*): its
 // arguments are the last N IValues of the stack, N = op.schema().arguments().size(); it pops them and pushes

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from myops.dispatch import registrations
+from myops.dispatch import registrations, repo_path
 from myops.exercises.runner import Context, Unsolved, one_line
 
 def require_op(namespace: str, name: str, hint: str):
@@ -47,7 +47,8 @@ def require_kernel(context: Context, op: str, key: str, hint: str) -> None:
     # A registration on an alias key (Autograd) shows up as an "autograd kernel" on each key it fills.
     if kind not in ("kernel", "autograd kernel") or not mine:
         article = "an " if kind[0] in "aeiou" else "a "
-        found = "nothing" if kind == "none" else article + kind + ("" if mine else " from PyTorch")
+        origin = "" if mine else f" from {repo_path(where) or 'PyTorch'}"  # the course's device layer, or torch
+        found = "nothing" if kind == "none" else article + kind + origin
         raise Unsolved(f"{op} has no kernel on the {key} key (the dispatch table shows {found} there); {hint}")
 
 

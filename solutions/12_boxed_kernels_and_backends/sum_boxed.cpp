@@ -1,4 +1,4 @@
-// Solution of exercise 12 (notebook 12_boxed_kernels_and_backends): one boxed kernel, three operators.
+// Solution of exercise 12, part 1 (notebook 12_boxed_kernels_and_backends): one boxed kernel, three operators.
 #define TORCH_ASSERT_ONLY_METHOD_OPERATORS
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
