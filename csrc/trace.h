@@ -1,6 +1,8 @@
 // NOTE [ Recording the path of a call ]
-// Release builds of PyTorch cannot print the dispatcher's own trace (TORCH_SHOW_DISPATCH_TRACE is
-// compiled out of them), so every kernel of the course starts with MYOPS_TRACE(key). While
+// Release builds of PyTorch print nothing for TORCH_SHOW_DISPATCH_TRACE=1: the lines that print the
+// dispatcher's trace are inline in ATen/core/dispatch/Dispatcher.h, under
+// #if defined(HAS_TORCH_SHOW_DISPATCH_TRACE) || !defined(NDEBUG), and torch's own code is compiled with
+// NDEBUG and without that macro. So every kernel of the course starts with MYOPS_TRACE(key). While
 // myops.dispatch.record_path records, that line appends the key the kernel is registered for, its file,
 // the keys the thread excludes on entry and how deeply it is nested in the kernels that are still
 // running; the rest of the time it costs two atomic loads.
