@@ -186,12 +186,45 @@ ANSWERS = [
                                       "x.movedim(x_dim, 0)"),
            verdict=r"re:not solved yet: vmap\(ex10::myrmsnorm, in_dims=\(None, 0\)\) on x of shape \[4, 8\] and "
            r"weight of shape \[6, 8\] raised TypeError: .*"),
-    # -- 12: a boxed kernel ---------------------------------------------------------------------------------
+    # -- 12: boxed kernels, on the CPU and on the device ------------------------------------------------
     answer("12", "unboxed-for-one", ("sum_boxed.cpp", 'm.impl("sum2", torch::CppFunction::makeFromBoxedFunction<&sum_boxed>());',
                                      'm.impl("sum2", [](const at::Tensor& a, const at::Tensor& b) { return a.add(b); });'
                                      "  // not makeFromBoxedFunction"),
            verdict="not solved yet: ex12::sum2's CPU kernel is not a boxed function (the dispatcher lists it as boxed "
            "and unboxed): register sum_boxed with torch::CppFunction::makeFromBoxedFunction"),
+    answer("12", "parts-one-by-one", ("sum_boxed.cpp", "for (const c10::IValue& argument : torch::jit::last(*stack, num_arguments)) {",
+                                      "for (size_t i = stack->size() - num_arguments; i < stack->size(); ++i) {\n"
+                                      "    const c10::IValue& argument = (*stack)[i];"), verdict=SOLVED),
+    answer("12", "device-with-cpu-fallback", ("on_device.cpp", "#include <torch/library.h>\n",
+                                              "#include <torch/library.h>\n#include <ATen/native/CPUFallback.h>\n"),
+           ("on_device.cpp", "    (*stack)[i] = tensor.cpu();\n", ""),
+           ("on_device.cpp", "  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);\n"
+            "  for (size_t i = stack->size() - op.schema().returns().size(); i < stack->size(); ++i) {\n"
+            "    (*stack)[i] = (*stack)[i].toTensor().to(*device);\n  }\n",
+            "  at::native::cpu_fallback(op, stack);  // copies, redispatches to CPU, copies back\n"),
+           verdict=SOLVED),
+    answer("12", "device-starts-anew", ("on_device.cpp", "op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);",
+                                        "op.callBoxed(stack);"),
+           verdict="not solved yet: one call of ex12::sum2 on mydevice tensors made 2 calls of it: through_cpu starts "
+           "the operator anew (op.callBoxed) instead of going straight to its CPU kernel with "
+           "op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack)"),
+    answer("12", "device-unchecked", ("on_device.cpp", "TORCH_CHECK(tensor.device() == *device,", "TORCH_CHECK(true,"),
+           verdict="not solved yet: ex12::sum2 on a mydevice tensor and a CPU tensor did not raise; through_cpu must "
+           "check that every tensor is on the call's device before it copies them to the CPU, where a mix no "
+           "longer shows"),
+    answer("12", "device-check-unnamed", ("on_device.cpp", "TORCH_CHECK(tensor.device() == *device, op.schema().name(), \": argument '\",",
+                                          "TORCH_CHECK(tensor.device() == *device, \"argument '\","),
+           verdict="not solved yet: ex12::sum2 on a mydevice tensor and a CPU tensor raised \"argument 'b' is on cpu, "
+           "the others on mydevice:0; move it there with .to(\"mydevice:0\")\", which does not say which operator "
+           "refused: name it, op.schema().name()"),
+    answer("12", "result-left-on-cpu", ("on_device.cpp", "    (*stack)[i] = (*stack)[i].toTensor().to(*device);\n", ""),
+           verdict="not solved yet: ex12::sum2 on mydevice torch.float32 returned a tensor on cpu, expected mydevice:0: "
+           "move the result back"),
+    answer("12", "sum2-left-to-the-fallback", ("on_device.cpp", 'm.impl("sum2", torch::CppFunction::makeFromBoxedFunction<&through_cpu>());',
+                                               "// sum2 is left to the device's fallback"),
+           verdict="not solved yet: ex12::sum2 has no kernel on the PrivateUse1 key (the dispatch table shows a "
+           "backend fallback from csrc/device/fallback.cpp there); register through_cpu for sum2 in the "
+           "TORCH_LIBRARY_IMPL(ex12, PrivateUse1, m) block of answer/12_boxed_kernels_and_backends/on_device.cpp"),
     # -- 13: the 2020 tutorial, updated ---------------------------------------------------------------------
     answer("13", "autocast-guard-on-autocast-cuda", ("mymul.cpp", "no_autocast(kAutocastKey)",
                                                      "no_autocast(c10::DispatchKey::Autocast)"),
