@@ -178,6 +178,24 @@ ANSWERS = [
            verdict="not solved yet: on fake tensors of symbolic shapes [s0, s1] and [s1, s2], ex09::mymatmul returned "
            "the fixed shape [3, 5]: read the sizes as SymInts (sym_size, at::empty_symint), or "
            "torch.compile(dynamic=True) recompiles for every shape"),
+    answer("09", "sym-sizes-array", ("mymatmul.cpp", "at::empty_symint({self.sym_size(0), other.sym_size(1)}, self.options())",
+                                     "at::empty_symint({self.sym_sizes()[0], other.sym_sizes()[1]}, self.options())"),
+           verdict=SOLVED),
+    answer("09", "new-empty-symint", ("mymatmul.cpp", "at::empty_symint({self.sym_size(0), other.sym_size(1)}, self.options())",
+                                      "self.new_empty_symint({self.sym_size(0), other.sym_size(1)})"),
+           verdict=SOLVED),
+    answer("09", "meta-without-checks", ("mymatmul.cpp", "  check_inputs(self, other);\n  // SymInts", "  // SymInts"),
+           verdict="not solved yet: ex09::mymatmul on meta tensors of shapes [[3, 4], [5, 6]] did not raise; the "
+           "CPU kernel rejects them: make the Meta kernel run the same checks"),
+    answer("09", "transposed-shape", ("mymatmul.cpp", "at::empty_symint({self.sym_size(0), other.sym_size(1)}, self.options())",
+                                      "at::empty_symint({other.sym_size(1), self.sym_size(0)}, self.options())"),
+           verdict="not solved yet: ex09::mymatmul on meta torch.float32 tensors of shapes [3, 4] and [4, 5] "
+           "returned shape [5, 3], expected [3, 5]"),
+    answer("09", "on-composite-explicit", ("mymatmul.cpp", "TORCH_LIBRARY_IMPL(ex09, Meta, m)",
+                                           "TORCH_LIBRARY_IMPL(ex09, CompositeExplicitAutograd, m)"),
+           verdict="not solved yet: ex09::mymatmul has no kernel on the Meta key (the dispatch table shows a "
+           "default backend kernel there); register mymatmul_meta in a TORCH_LIBRARY_IMPL(ex09, Meta, m) "
+           "block"),
     # -- 10: a batching rule --------------------------------------------------------------------------------
     answer("10", "aten-for-a-batched-weight", ("rule.py", "    normalized = torch.ops.ex10.myrmsnorm(x, torch.ones_like(weight[0]), eps)\n",
                                                "    normalized = x * torch.rsqrt(x.square().mean(-1, keepdim=True) + eps)\n"),
@@ -232,6 +250,24 @@ ANSWERS = [
            "ex13::mymul again without leaving its own key, forever: the autograd kernel needs "
            "at::AutoDispatchBelowADInplaceOrView, the autocast wrapper c10::impl::ExcludeDispatchKeyGuard on "
            "AutocastCPU (Autocast is a name of AutocastCUDA, which excludes nothing on CPU))"),
+    answer("13", "mul-in-the-kernel-twice", ("mymul.cpp", "return {mymul(grad_outputs[0], saved[1]), mymul(grad_outputs[0], saved[0])};",
+                                             "return {grad_outputs[0] * saved[1], grad_outputs[0] * saved[0]};"),
+           verdict=SOLVED),
+    answer("13", "non-variable-type-mode", ("mymul.cpp", "at::AutoDispatchBelowADInplaceOrView guard;",
+                                            "at::AutoNonVariableTypeMode guard;"), verdict="not solved yet: ex13::mymul's autograd kernel uses at::AutoNonVariableTypeMode, which is "
+           "deprecated and warns at run time: use at::AutoDispatchBelowADInplaceOrView"),
+    answer("13", "row-zero", ("mymul.cpp", "return MyMulFunction::apply(self, other);  // 3.",
+                              "return MyMulFunction::apply(self, other)[0];  // 3."), verdict="not solved yet: ex13::mymul with requires_grad returned shape [3] for inputs of shape [2, 3]: "
+           "apply() returns a Tensor, and [0] selects its first row"),
+    answer("13", "cached-cast-default-device", ("mymul.cpp", "return mymul(at::autocast::cached_cast(dtype, self, kDevice), at::autocast::cached_cast(dtype, other, kDevice));",
+                                                "return mymul(at::autocast::cached_cast(dtype, self), at::autocast::cached_cast(dtype, other));"),
+           verdict="not solved yet: under torch.autocast('cpu', dtype=torch.bfloat16), ex13::mymul returned "
+           "torch.float32, expected torch.bfloat16: give cached_cast the device type (its default is CUDA)"),
+    answer("13", "catch-all-kept", ("mymul.cpp", 'm.def("mymul(Tensor self, Tensor other) -> Tensor");',
+                                    'm.def("mymul(Tensor self, Tensor other) -> Tensor", &mymul_cpu);'),
+           ("mymul.cpp", 'TORCH_LIBRARY_IMPL(ex13, CPU, m) {\n  m.impl("mymul", &mymul_cpu);\n}', ""), verdict="not solved yet: ex13::mymul's kernel is still a catch-all (def(schema, fn) files it under "
+           "CompositeImplicitAutograd, for every backend): define the schema alone and register mymul_cpu "
+           "in a TORCH_LIBRARY_IMPL(ex13, CPU, m) block"),
     # -- 11: torch.library in Python ------------------------------------------------------------------------
     answer("11", "kernel-broadcasts", ("myrmsnorm.py", "    _check_weight(self, weight)  # a weight", "    # a weight"),
            verdict="not solved yet: ex11::myrmsnorm with x of shape [3, 5] and weight of shape [1] did not raise; "
