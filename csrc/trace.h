@@ -1,8 +1,10 @@
 // NOTE [ Recording the path of a call ]
-// Release builds of PyTorch print nothing for TORCH_SHOW_DISPATCH_TRACE=1: the lines that print the
-// dispatcher's trace are inline in ATen/core/dispatch/Dispatcher.h, under
-// #if defined(HAS_TORCH_SHOW_DISPATCH_TRACE) || !defined(NDEBUG), and torch's own code is compiled with
-// NDEBUG and without that macro. So every kernel of the course starts with MYOPS_TRACE(key). While
+// With TORCH_SHOW_DISPATCH_TRACE=1 a release build of PyTorch prints no trace of the calls its own code
+// makes: the printing lines are inline in ATen/core/dispatch/Dispatcher.h, under
+// #if defined(HAS_TORCH_SHOW_DISPATCH_TRACE) || !defined(NDEBUG), so they exist only where the calling
+// code is compiled without NDEBUG. Calls from Python and ATen's own redispatches print nothing; our
+// layers (built without -DNDEBUG) print only the calls they make, and nothing says which kernel ran.
+// So every kernel of the course starts with MYOPS_TRACE(key). While
 // myops.dispatch.record_path records, that line appends the key the kernel is registered for, its file,
 // the keys the thread excludes on entry and how deeply it is nested in the kernels that are still
 // running; the rest of the time it costs two atomic loads.

@@ -8,7 +8,9 @@ import torch
 
 from myops.exercises.runner import Context, Unsolved
 
-ERROR = "error"  # the prediction for a call that no kernel of the operator serves (the dispatcher raises)
+# The prediction for a call that no kernel of the operator serves (a fallback or the dispatcher raises
+# NotImplementedError).
+ERROR = "error"
 
 
 def _cpu(requires_grad: bool = False):

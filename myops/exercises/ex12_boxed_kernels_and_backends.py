@@ -1,5 +1,5 @@
 """Exercise 12: one boxed kernel serving three operators on the CPU, and one bringing them to the course's
-device (PrivateUse1) by redispatching to it."""
+device (PrivateUse1) by redispatching to their CPU kernel."""
 import torch
 
 from myops.dispatch import kernel_forms
