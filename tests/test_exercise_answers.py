@@ -13,9 +13,12 @@ import shutil
 from dataclasses import dataclass
 
 import pytest
+import torch
 
 from myops import exercises
+from myops.exercises.ex03_cuda_kernel import NOT_RUN
 from myops.paths import BUILD_DIR, REPO_ROOT
+from myops.toolchain import cuda_skip_reason
 
 
 @dataclass(frozen=True)
@@ -25,16 +28,25 @@ class Answer:
     edits: tuple[tuple[str, str, str], ...]  # (file, old, new): each `old` must occur in the file
     verdict: str  # the message, exactly, or a regular expression when it starts with "re:"
     base: str = "solutions"  # the tree the answer is edited from
+    without_gpu: str | None = None  # the verdict where no GPU runs the kernel, when it is another one
 
     def __str__(self) -> str:
         return f"{self.number}-{self.name}"
 
 
-def answer(number, name, *edits, verdict, base="solutions"):
-    return Answer(number, name, tuple(edits), verdict, base)
+def answer(number, name, *edits, verdict, base="solutions", without_gpu=None):
+    return Answer(number, name, tuple(edits), verdict, base, without_gpu)
 
 
 SOLVED = "solved"
+CUDA_SKIP = cuda_skip_reason()
+# Exercise 03's kernel body as one thread per element, no grid-stride loop: right only with an uncapped grid.
+ONE_THREAD_PER_ELEMENT = ("mymul.cu", "  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;\n"
+                          "  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n; "
+                          "i += step) {\n"
+                          "    out[i] = a[i] * b[i];\n  }",
+                          "  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;\n"
+                          "  if (i < n) {\n    out[i] = a[i] * b[i];\n  }")
 
 ANSWERS = [
     # -- 00: predictions ------------------------------------------------------------------------------------
@@ -83,6 +95,37 @@ ANSWERS = [
                                "TORCH_LIBRARY_IMPL(ex02, CompositeImplicitAutograd, m)"),
            verdict="not solved yet: ex02::mymul has a catch-all kernel (CompositeImplicitAutograd): register the "
            "kernel for the CPU key only"),
+    # -- 03: a CUDA kernel (without a GPU only what compiles and registers is proven: NOT_RUN) ------------
+    answer("03", "one-thread-per-element", ONE_THREAD_PER_ELEMENT,
+           ("mymul.cu", "std::min<int64_t>((n + kThreads - 1) / kThreads, 65535)", "(n + kThreads - 1) / kThreads"),
+           verdict=SOLVED, without_gpu=NOT_RUN),
+    answer("03", "optional-guard-and-half",
+           ("mymul.cu", "#include <ATen/Dispatch.h>", "#include <ATen/DeviceGuard.h>\n#include <ATen/Dispatch.h>"),
+           ("mymul.cu", "const c10::cuda::CUDAGuard device_guard(a.device());",
+            "const c10::cuda::OptionalCUDAGuard device_guard(at::device_of(self));"),
+           ("mymul.cu", "AT_DISPATCH_FLOATING_TYPES(", "AT_DISPATCH_FLOATING_TYPES_AND_HALF("),
+           verdict=SOLVED, without_gpu=NOT_RUN),
+    answer("03", "no-guard", ("mymul.cu", "  const c10::cuda::CUDAGuard device_guard(a.device());  // allocate and "
+                              "launch on the inputs' GPU\n", ""),
+           verdict="not solved yet: answer/03_cuda_kernel/mymul.cu does not use CUDAGuard: take a c10::cuda::CUDAGuard "
+           "on the inputs' device before allocating"),
+    answer("03", "default-stream", ("mymul.cu", "<<<blocks, kThreads, 0, stream>>>", "<<<blocks, kThreads>>>"),
+           verdict="not solved yet: the launch <<<blocks, kThreads>>> names no stream, so it runs on the default "
+           "stream: launch with <<<blocks, threads, 0, stream>>>, stream = at::cuda::getCurrentCUDAStream()"),
+    answer("03", "registered-on-cpu", ("mymul.cu", "TORCH_LIBRARY_IMPL(ex03, CUDA, m)", "TORCH_LIBRARY_IMPL(ex03, CPU, m)"),
+           verdict="not solved yet: ex03::mymul has no kernel on the CUDA key (the dispatch table shows nothing "
+           "there); register mymul_cuda in the TORCH_LIBRARY_IMPL(ex03, CUDA, m) block"),
+    answer("03", "capped-grid-without-stride", ONE_THREAD_PER_ELEMENT,
+           verdict=r"re:not solved yet: ex03::mymul on 2\^25\+3 float32 CUDA elements \(more than one grid: loop "
+           r"with a grid stride\) returned wrong values: at index \[\d+\] expected \S+, got \S+", without_gpu=NOT_RUN),
+    answer("03", "ignores-strides", ("mymul.cu", "const at::Tensor a = self.contiguous();\n  const at::Tensor b = "
+                                     "other.contiguous();", "const at::Tensor& a = self;\n  const at::Tensor& b = other;"),
+           verdict=r"re:not solved yet: ex03::mymul on transposed torch\.float32 CUDA inputs returned wrong values: at "
+           r"index \[\d+, \d+\] expected \S+, got \S+", without_gpu=NOT_RUN),
+    answer("03", "stream-zero", ("mymul.cu", "<<<blocks, kThreads, 0, stream>>>", "<<<blocks, kThreads, 0, 0>>>"),
+           verdict=r"re:not solved yet: ex03::mymul under torch\.cuda\.stream\(side\), after a fill_ queued there "
+           r"\(launch on at::cuda::getCurrentCUDAStream\(\), not on the default stream\) returned wrong values: at "
+           r"index \[\d+\] expected \S+, got \S+", without_gpu=NOT_RUN),
     # -- 04: an autograd kernel -----------------------------------------------------------------------------
     answer("04", "backward-with-aten", ("mymul.cpp", "return {ex04::mymul(grad, saved[1]), ex04::mymul(grad, saved[0])};",
                                         "return {at::mul(grad, saved[1]), at::mul(saved[0], grad)};"), verdict=SOLVED),
@@ -404,8 +447,12 @@ def answer_tree(tmp_path, number: str, edits, base: str = "solutions"):
 def test_each_answer_gets_its_verdict(tmp_path, case):
     root, build = answer_tree(tmp_path, case.number, case.edits, case.base)
     result = exercises.verdict(case.number, root=root, build_dir=build)
-    if case.verdict.startswith("re:"):
-        assert re.fullmatch(case.verdict[3:], result.message), result.message
+    if case.number == "03" and CUDA_SKIP:  # no CUDA toolkit: nothing is built, the checker says so
+        assert result.status == "skipped" and result.message.startswith("cannot be checked here:"), result.message
+        return
+    expected = case.without_gpu if case.without_gpu and not torch.cuda.is_available() else case.verdict
+    if expected.startswith("re:"):
+        assert re.fullmatch(expected[3:], result.message), result.message
     else:
-        assert result.message == case.verdict
-    assert (result.status == "solved") == (case.verdict == SOLVED)
+        assert result.message == expected
+    assert (result.status == "solved") == (expected in (SOLVED, NOT_RUN))

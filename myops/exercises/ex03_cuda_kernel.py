@@ -1,4 +1,6 @@
 """Exercise 03: a grid-stride CUDA kernel with device guard, current stream and launch check."""
+import re
+
 import torch
 
 from myops.exercises.expect import call, code, expect_close, layouts, randn, require_kernel, require_op
@@ -22,6 +24,11 @@ def check(context: Context) -> str | None:
                         ("C10_CUDA_KERNEL_LAUNCH_CHECK", "check the launch with C10_CUDA_KERNEL_LAUNCH_CHECK()")):
         if needed not in text:
             raise Unsolved(f"{context.file('mymul.cu')} does not use {needed}: {why}")
+    for launch in re.findall(r"<<<(.*?)>>>", text, flags=re.S):
+        if len(top_level_arguments(launch)) < 4:
+            raise Unsolved(f"the launch <<<{' '.join(launch.split())}>>> names no stream, so it runs on the default "
+                           "stream: launch with <<<blocks, threads, 0, stream>>>, stream = "
+                           "at::cuda::getCurrentCUDAStream()")
     if not torch.cuda.is_available():
         return NOT_RUN
     op = torch.ops.ex03.mymul.default
@@ -33,5 +40,29 @@ def check(context: Context) -> str | None:
     big = randn((1 << 25) + 3, seed=7, device="cuda")
     expect_close("ex03::mymul on 2^25+3 float32 CUDA elements (more than one grid: loop with a grid stride)",
                  call("ex03::mymul", op, big, big), big * big)
+    # A launch on any stream but the caller's races with the work queued before it. Torch's side streams
+    # are created cudaStreamNonBlocking (c10/cuda/CUDAStream.cpp), so not even the legacy default stream
+    # waits for this one: only a kernel queued behind the late fill_ reads the 3s.
+    a, b = torch.zeros(1 << 20, device="cuda"), randn(1 << 20, seed=8, device="cuda")
     torch.cuda.synchronize()
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(100_000_000)  # tens of milliseconds of spinning on the side stream
+        a.fill_(3.0)
+        out = call("ex03::mymul", op, a, b)
+    torch.cuda.synchronize()
+    expect_close("ex03::mymul under torch.cuda.stream(side), after a fill_ queued there (launch on "
+                 "at::cuda::getCurrentCUDAStream(), not on the default stream)", out, 3.0 * b)
     return None
+
+
+def top_level_arguments(text: str) -> list[str]:
+    """`text` split at the commas outside any brackets: "dim3(x, y), 256" is two arguments."""
+    parts, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        depth += char in "([{<"
+        depth -= char in ")]}>"
+        if char == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    return [*parts, text[start:]]

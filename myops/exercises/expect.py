@@ -197,9 +197,12 @@ def captured_stderr():
 
 
 def code(context: Context, suffixes: tuple[str, ...]) -> str:
-    """The learner's sources of this exercise without // comments (for checks of what the code uses)."""
+    """The learner's sources of this exercise without comments and preprocessor lines (for checks of what the
+    code uses: `#include <c10/cuda/CUDAGuard.h>` names a header, it uses nothing)."""
     text = "\n".join(p.read_text() for p in sorted(context.folder.iterdir()) if p.suffix in suffixes)
-    return re.sub(r"//[^\n]*", "", text)
+    text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+    text = re.sub(r"//[^\n]*", "", text)
+    return re.sub(r"^[ \t]*#[^\n]*", "", text, flags=re.M)
 
 
 # -- inputs and references -------------------------------------------------------------------------------
