@@ -186,14 +186,32 @@ ANSWERS = [
     answer("06", "bump-without-guard", ("myscale.cpp", "    at::AutoDispatchBelowADInplaceOrView guard;\n", ""),
            verdict="not solved yet: ex06::myscale_ moved x's version counter by 2, expected exactly 1: bump it once, "
            "after the redispatch"),
+    answer("06", "mask-below-autograd-only", ("myscale.cpp", "keys & c10::after_ADInplaceOrView_keyset",
+                                              "keys & c10::after_autograd_keyset"),
+           verdict="not solved yet: the check crashed with SIGSEGV (most likely a stack overflow: the ADInplaceOrView "
+           "kernel calls ex06::myscale_ again without leaving its key, forever: redispatch with keys & "
+           "c10::after_ADInplaceOrView_keyset (redispatch follows the key set it is given, not the thread's "
+           "guards), under at::AutoDispatchBelowADInplaceOrView)"),
     # -- 07: autocast ---------------------------------------------------------------------------------------
     answer("07", "cast-by-hand", ("mynorm.cpp", "return ex07::mynorm(at::autocast::cached_cast(at::kFloat, self, "
                                   "c10::DeviceType::CPU));", "return ex07::mynorm(c10::isReducedFloatingType("
                                   "self.scalar_type()) ? self.to(at::kFloat) : self);"), verdict=SOLVED),
     answer("07", "cached-cast-for-cuda", ("mynorm.cpp", "cached_cast(at::kFloat, self, c10::DeviceType::CPU)",
                                           "cached_cast(at::kFloat, self)"),
+           verdict="not solved yet: under torch.autocast('cpu', dtype=torch.bfloat16), the AutocastCPU kernel passed "
+           "torch.bfloat16 to ex07::mynorm, expected torch.float32 (the fp32 policy): cast with "
+           "at::autocast::cached_cast(at::kFloat, self, c10::DeviceType::CPU) (its device type defaults to CUDA, "
+           "which leaves a CPU tensor as it is)"),
+    answer("07", "calls-the-cpu-kernel", ("mynorm.cpp", "return ex07::mynorm(at::autocast::cached_cast(", "return "
+                                          "mynorm_cpu(at::autocast::cached_cast("),
+           verdict="not solved yet: under CPU autocast, ex07::mynorm's AutocastCPU kernel did not call ex07::mynorm "
+           "(the keys below it saw aten._to_copy.default, aten.mul.Tensor, aten.sum.default, aten.sqrt.default): "
+           "call the dispatch function ex07::mynorm under the guard, not the CPU kernel or ATen operators"),
+    answer("07", "casts-the-result-back", ("mynorm.cpp", "c10::DeviceType::CPU));\n}", "c10::DeviceType::CPU))"
+                                           ".to(self.scalar_type());\n}"), ("mynorm.cpp", "#include <ATen/ops/sum.h>",
+                                           "#include <ATen/ops/sum.h>\n#include <ATen/ops/to.h>"),
            verdict="not solved yet: under torch.autocast('cpu', dtype=torch.bfloat16), ex07::mynorm returned "
-           "torch.bfloat16, expected torch.float32 (the fp32 policy); does cached_cast get c10::DeviceType::CPU?"),
+           "torch.bfloat16, expected torch.float32: return what ex07::mynorm computed in float32, not cast back"),
     answer("07", "excludes-autocast-cuda", ("mynorm.cpp", "no_autocast(c10::DispatchKey::AutocastCPU)",
                                             "no_autocast(c10::DispatchKey::Autocast)"),
            verdict="not solved yet: the check crashed with SIGSEGV (most likely a stack overflow: the autocast "
@@ -247,6 +265,16 @@ ANSWERS = [
                                       "x.movedim(x_dim, 0)"),
            verdict=r"re:not solved yet: vmap\(ex10::myrmsnorm, in_dims=\(None, 0\)\) on x of shape \[4, 8\] and "
            r"weight of shape \[6, 8\] raised TypeError: .*"),
+    answer("10", "weight-for-one-dimensional-examples", ("rule.py", "weight.reshape(weight.shape[0], *[1] * (x.dim() "
+                                                         "- 2), weight.shape[-1])", "weight.unsqueeze(1)"),
+           verdict="not solved yet: vmap(ex10::myrmsnorm, in_dims=(0, 0)) on x of shape [6, 8] and weight of shape "
+           "[6, 8] returned shape [6, 6, 8], expected [6, 8]"),
+    answer("10", "one-call-per-example", ("rule.py", "        return torch.ops.ex10.myrmsnorm(x, weight, eps), 0",
+                                          "        return torch.stack([torch.ops.ex10.myrmsnorm(xi, weight, eps) "
+                                          "for xi in x]), 0"),
+           verdict="not solved yet: vmap(ex10::myrmsnorm, in_dims=(0, None)) on x of shape [6, 4, 8] called the "
+           "operator 6 times for 6 examples, expected once: register the batching rule with "
+           "torch.library.register_vmap, and call the operator once on the whole batch, not once per example"),
     # -- 12: boxed kernels, on the CPU and on the device ------------------------------------------------
     answer("12", "unboxed-for-one", ("sum_boxed.cpp", 'm.impl("sum2", torch::CppFunction::makeFromBoxedFunction<&sum_boxed>());',
                                      'm.impl("sum2", [](const at::Tensor& a, const at::Tensor& b) { return a.add(b); });'
@@ -312,6 +340,13 @@ ANSWERS = [
            "CompositeImplicitAutograd, for every backend): define the schema alone and register mymul_cpu "
            "in a TORCH_LIBRARY_IMPL(ex13, CPU, m) block"),
     # -- 11: torch.library in Python ------------------------------------------------------------------------
+    answer("11", "fake-output-contiguous", ("myrmsnorm.py", "return torch.empty_like(self)",
+                                            "return self.new_empty(self.shape)"),
+           verdict="not solved yet: opcheck's test_faketensor fails for ex11::myrmsnorm: MetadataMismatchError: When "
+           "comparing the output of ex11.myrmsnorm.default on FakeTensor and concrete Tensors, found mismatched "
+           "tensor metadata: Stride mismatch! Strides are (1, 3) and (4, 1) (mismatched at 0)! (the fake kernel "
+           "must return what the real one returns: the same shape, dtype and strides; torch.empty_like(self) keeps "
+           "self's strides)"),
     answer("11", "kernel-broadcasts", ("myrmsnorm.py", "    _check_weight(self, weight)  # a weight", "    # a weight"),
            verdict="not solved yet: ex11::myrmsnorm with x of shape [3, 5] and weight of shape [1] did not raise; "
            "check in the kernel that weight has shape [self.shape[-1]] (torch._check), so it never broadcasts, "

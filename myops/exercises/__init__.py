@@ -43,7 +43,8 @@ EXERCISES: dict[str, Exercise] = {e.number: e for e in (
     Exercise("05_not_implemented_fallback", "C++",
              "MyRMSNormFunction::forward calls " + _BELOW_AUTOGRAD.format(op="ex05::myrmsnorm")),
     Exercise("06_inplace_or_view", "C++", "the ADInplaceOrView kernel calls ex06::myscale_ again without leaving "
-             "its key, forever: redispatch under at::AutoDispatchBelowADInplaceOrView"),
+             "its key, forever: redispatch with keys & c10::after_ADInplaceOrView_keyset (redispatch follows the key "
+             "set it is given, not the thread's guards), under at::AutoDispatchBelowADInplaceOrView"),
     Exercise("07_autocast", "C++", "the autocast wrapper calls ex07::mynorm again without leaving AutocastCPU, "
              "forever: take c10::impl::ExcludeDispatchKeyGuard(c10::DispatchKey::AutocastCPU) first (the key "
              "named Autocast is AutocastCUDA)"),

@@ -1,8 +1,22 @@
 """Exercise 07: a CPU autocast wrapper with the fp32 policy for a reduction, on the AutocastCPU key."""
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from myops.exercises.expect import call, expect_close, randn, require_kernel, require_op
 from myops.exercises.runner import Context, Unsolved
+
+
+class BelowAutocast(TorchDispatchMode):
+    """Records each operator (with its tensors' dtypes) that reaches the Python key, which the dispatcher
+    serves after AutocastCPU: what an autocast kernel called, and with what."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.calls.append((func, [a.dtype for a in args if isinstance(a, torch.Tensor)]))
+        return func(*args, **(kwargs or {}))
 
 
 def check(context: Context) -> None:
@@ -14,11 +28,22 @@ def check(context: Context) -> None:
     x = randn(1000) * 10
     for dtype in (torch.bfloat16, torch.float16):
         low = x.to(dtype)
-        with torch.autocast("cpu", dtype=dtype):
+        with torch.autocast("cpu", dtype=dtype), BelowAutocast() as below:
             out = call(f"ex07::mynorm on {dtype} under CPU autocast", op, low)
-        if isinstance(out, torch.Tensor) and out.dtype == dtype:
-            raise Unsolved(f"under torch.autocast('cpu', dtype={dtype}), ex07::mynorm returned {dtype}, expected "
-                           "torch.float32 (the fp32 policy); does cached_cast get c10::DeviceType::CPU?")
+        inner = [dtypes for func, dtypes in below.calls if func is op]
+        if not inner:
+            seen = ", ".join(dict.fromkeys(str(func) for func, _ in below.calls)) or "nothing"
+            raise Unsolved(f"under CPU autocast, ex07::mynorm's AutocastCPU kernel did not call ex07::mynorm (the "
+                           f"keys below it saw {seen}): call the dispatch function ex07::mynorm under the guard, not "
+                           "the CPU kernel or ATen operators")
+        if inner[0] != [torch.float32]:
+            raise Unsolved(f"under torch.autocast('cpu', dtype={dtype}), the AutocastCPU kernel passed "
+                           f"{', '.join(map(str, inner[0]))} to ex07::mynorm, expected torch.float32 (the fp32 "
+                           "policy): cast with at::autocast::cached_cast(at::kFloat, self, c10::DeviceType::CPU) "
+                           "(its device type defaults to CUDA, which leaves a CPU tensor as it is)")
+        if isinstance(out, torch.Tensor) and out.dtype != torch.float32:
+            raise Unsolved(f"under torch.autocast('cpu', dtype={dtype}), ex07::mynorm returned {out.dtype}, expected "
+                           "torch.float32: return what ex07::mynorm computed in float32, not cast back")
         expect_close(f"ex07::mynorm on {dtype} under CPU autocast", out, torch.linalg.vector_norm(low.float()))
     double = x.double()
     with torch.autocast("cpu", dtype=torch.bfloat16):

@@ -16,6 +16,8 @@ def check(context: Context) -> None:
         ((0, None), randn(6, 8, seed=4), weight, 1e-6),
         ((0, 0), randn(6, 4, 8, seed=5), batched_weight, 1e-6),
         ((None, 0), randn(4, 8, seed=6), batched_weight, 0.5),
+        ((0, 0), randn(6, 8, seed=8), batched_weight, 1e-6),  # examples of one dimension, and of three
+        ((0, 0), randn(6, 2, 3, 8, seed=9), batched_weight, 1e-6),
         ((2, 1), randn(4, 8, 6, seed=7).movedim(2, 2), batched_weight.t(), 1e-6),
     ]
     for in_dims, x, w, eps in cases:
@@ -32,5 +34,6 @@ def check(context: Context) -> None:
         # An unbatched weight is the operator's own case: one call. A batched one may be applied around it.
         if (made != 1) if in_dims[1] is None else (made > 1):
             raise Unsolved(f"{what} called the operator {made} times for {size} examples, expected once: "
-                           "register the batching rule with torch.library.register_vmap")
+                           "register the batching rule with torch.library.register_vmap, and call the operator once "
+                           "on the whole batch, not once per example")
         expect_close(what, out, expected)

@@ -43,4 +43,6 @@ def check(context: Context) -> None:
                          lambda a, b: op(a, b, 0.5),
                          (x.clone().requires_grad_(needs[0]), w.clone().requires_grad_(needs[1])),
                          lambda a, b: rmsnorm_reference(a, b, 0.5))
-    opcheck("ex11::myrmsnorm", op, [(randn(2, 4, requires_grad=True), randn(4, seed=2, requires_grad=True), 0.1)])
+    # A transposed x too: the real kernel's output keeps x's strides, so the fake one must (empty_like does).
+    opcheck("ex11::myrmsnorm", op, [(randn(2, 4, requires_grad=True), randn(4, seed=2, requires_grad=True), 0.1),
+                                    (randn(4, 3, seed=3).t().requires_grad_(), randn(4, seed=4), 0.1)])

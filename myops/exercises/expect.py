@@ -176,7 +176,12 @@ def opcheck(what: str, op, samples, tests: tuple[str, ...] | None = None) -> Non
                        **({"test_utils": tests} if tests else {}))
         for test, result in outcome.items():
             if result != "SUCCESS":
-                raise Unsolved(f"opcheck's {test} fails for {what}: {one_line(result)}")
+                hint = _OPCHECK_HINTS.get(test, "")
+                raise Unsolved(f"opcheck's {test} fails for {what}: {one_line(result)}{hint}")
+
+
+_OPCHECK_HINTS = {"test_faketensor": " (the fake kernel must return what the real one returns: the same shape, "
+                                     "dtype and strides; torch.empty_like(self) keeps self's strides)"}
 
 
 @contextlib.contextmanager
