@@ -91,6 +91,10 @@ ANSWERS = [
     answer("02", "ignores-strides", ("mymul.cpp", "self.contiguous();", "self;"),
            verdict=r"re:not solved yet: ex02::mymul on transposed torch\.float32 inputs returned wrong values: at "
            r"index \[\d+, \d+\] expected \S+, got \S+"),
+    answer("02", "only-self-made-contiguous", ("mymul.cpp", "const at::Tensor b = other.contiguous();",
+                                               "const at::Tensor& b = other;"),
+           verdict=r"re:not solved yet: ex02::mymul on transposed other torch\.float32 inputs returned wrong values: "
+           r"at index \[\d+, \d+\] expected \S+, got \S+"),
     answer("02", "catch-all", ("mymul.cpp", "TORCH_LIBRARY_IMPL(ex02, CPU, m)",
                                "TORCH_LIBRARY_IMPL(ex02, CompositeImplicitAutograd, m)"),
            verdict="not solved yet: ex02::mymul has a catch-all kernel (CompositeImplicitAutograd): register the "
@@ -375,6 +379,10 @@ ANSWERS += [
                                   "  torch::stable::parallel_for(0, out.numel(), 4096, [&](int64_t begin, int64_t end) {\n"
                                   "    for (int64_t i = begin; i < end; ++i) o[i] = a[i] * b[i];\n  });"), verdict=SOLVED),
     # torch's non-stable headers refuse to be compiled for a target version,
+    answer("14", "only-self-made-contiguous", ("mymul.cpp", "const Tensor b = torch::stable::contiguous(other);",
+                                               "const Tensor& b = other;"),
+           verdict=r"re:not solved yet: ex14::mymul on transposed other torch\.float32 inputs returned wrong values: "
+           r"at index \[\d+, \d+\] expected \S+, got \S+"),
     answer("14", "c10-header", ("mymul.cpp", "#include <cstdint>", "#include <cstdint>\n#include <c10/util/Exception.h>"),
            verdict="does not compile: answer/14_stable_abi_and_wheels/mymul.cpp (for torch 2.13's stable ABI): "
            "#error \"This file should not be included when either TORCH_STABLE_ONLY or TORCH_TARGET_VERSION is "

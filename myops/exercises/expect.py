@@ -228,6 +228,10 @@ def layouts(dtype, seed: int = 0, device: str = "cpu"):
     yield "transposed", make(7, 5, offset=2).t(), make(5, 7, offset=3)
     yield "sliced", make(10, 16, offset=4)[1:6, ::2][:, :7], make(5, 7, offset=5)
     yield "expanded", make(1, 7, offset=6).expand(5, 7), make(5, 7, offset=7)
+    # The same layouts on `other`: a kernel must not read either input as dense.
+    yield "transposed other", make(5, 7, offset=12), make(7, 5, offset=13).t()
+    yield "sliced other", make(5, 7, offset=14), make(10, 16, offset=15)[1:6, ::2][:, :7]
+    yield "expanded other", make(5, 7, offset=16), make(1, 7, offset=17).expand(5, 7)
     yield "0-dim", make(offset=8), make(offset=9)
     yield "empty", make(0, 3, offset=10), make(0, 3, offset=11)
 
