@@ -9,7 +9,7 @@
 //      inputs' device, launch the kernel for float32 and float64 (AT_DISPATCH_FLOATING_TYPES) on
 //      at::cuda::getCurrentCUDAStream(), then C10_CUDA_KERNEL_LAUNCH_CHECK().
 //   3. Register mymul_cuda for the CUDA key in the TORCH_LIBRARY_IMPL block at the end.
-// Without a GPU the check proves that it compiles, registers and names a stream in its launch; with one it
+// Without a GPU the check proves that it compiles, registers and passes a stream to each launch; with one it
 // also compares values: strided inputs, more elements than one grid, a launch under a side stream.
 // Check your answer with:  python -m myops.exercises check 03
 #define TORCH_ASSERT_ONLY_METHOD_OPERATORS
