@@ -1,0 +1,77 @@
+"""Device meshes for the course's distributed examples: N simulated ranks in one process, or real processes.
+
+`simulated_mesh(n)` runs every rank inside the calling process. Two private pieces of the pinned torch do it:
+the `fake` process group (`torch.testing._internal.distributed.fake_pg`: a group whose collectives do nothing)
+gives DTensor a world of n ranks, and `torch.distributed._local_tensor.LocalTensorMode` makes every tensor hold
+one value per rank and performs the collectives on those values. The fake group alone would give wrong values
+(`full_tensor()` would gather nothing); with the mode, each rank's shard is real and the results are exact.
+
+`init_gloo()` is the real thing for a script started by `torchrun`: one process per rank, gloo over the
+loopback interface only.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+from datetime import timedelta
+from typing import Iterator
+
+import torch.distributed as dist
+from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+
+LOOPBACK = "127.0.0.1"
+
+
+def _fake_group(world_size: int) -> None:
+    """The default process group as a fake one of world_size ranks, created at most once per size.
+
+    `dist.init_process_group` raises when called a second time in a process, which is what re-running a
+    notebook cell does; this keeps an existing fake group of the right size and replaces one of another size.
+    """
+    from torch.testing._internal.distributed.fake_pg import FakeStore  # registers the "fake" backend
+
+    if dist.is_initialized():
+        backend = dist.get_backend()
+        if backend != "fake":
+            raise RuntimeError(
+                f"simulated_mesh: this process already runs a real '{backend}' process group; simulate ranks in "
+                "a process of their own (a fresh kernel or script), not inside a distributed run")
+        if dist.get_world_size() == world_size:
+            return
+        dist.destroy_process_group()
+    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=world_size)
+
+
+@contextlib.contextmanager
+def simulated_mesh(world_size: int = 2) -> Iterator[DeviceMesh]:
+    """A 1-D cpu DeviceMesh of world_size ranks, all simulated in this process; safe to enter again and again.
+
+    Inside the block, DTensors hold one real shard per rank and collectives move real values between them.
+    """
+    from torch.distributed._local_tensor import LocalTensorMode
+
+    if not isinstance(world_size, int) or world_size < 1:
+        raise ValueError(f"simulated_mesh: world_size must be a positive int, got {world_size!r}")
+    _fake_group(world_size)
+    with LocalTensorMode(world_size):
+        yield init_device_mesh("cpu", (world_size,))
+
+
+def init_gloo(timeout_s: float = 60.0) -> DeviceMesh:
+    """Join the gloo process group of a torchrun launch on this host; returns the 1-D cpu mesh of all ranks.
+
+    torchrun sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT. The address must be loopback and gloo is bound
+    to the loopback interface, so no other machine is ever contacted. A rank that does not arrive (it died, or
+    its port was taken) makes the others fail after timeout_s instead of waiting forever.
+    """
+    missing = [name for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if name not in os.environ]
+    if missing:
+        raise RuntimeError(f"init_gloo: {', '.join(missing)} not set; start the script with "
+                           f"`torchrun --nproc-per-node 2 --master-addr {LOOPBACK} -m <module>`")
+    if os.environ["MASTER_ADDR"] != LOOPBACK:
+        raise RuntimeError(f"init_gloo: MASTER_ADDR is {os.environ['MASTER_ADDR']!r}; this course contacts only "
+                           f"{LOOPBACK} (pass --master-addr {LOOPBACK} to torchrun)")
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    if not dist.is_initialized():
+        dist.init_process_group("gloo", timeout=timedelta(seconds=timeout_s))
+    return init_device_mesh("cpu", (dist.get_world_size(),))
