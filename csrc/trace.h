@@ -9,9 +9,13 @@
 // the keys the thread excludes on entry and how deeply it is nested in the kernels that are still
 // running; the rest of the time it costs two atomic loads.
 //
-// Each layer is a library of its own, loaded with private symbols: a variable defined in this header
-// would exist once per library. So the one recording lives in the cpu layer (cpu/trace.cpp), and each
-// library asks the dispatcher for its address, once.
+// Each layer is a library of its own, loaded with private symbols (ctypes.CDLL: RTLD_LOCAL). How many
+// copies of a variable defined in this header a process gets depends on its linkage and the compiler: a
+// `static` one exists once per translation unit; an `inline` one (or a static local of an inline function)
+// is a GNU unique symbol when g++ builds it (readelf: UNIQUE), one per process even across RTLD_LOCAL
+// libraries, but a weak symbol, one per library, under -fno-gnu-unique or a compiler without GNU unique
+// symbols. So nothing here relies on either: the one recording lives in the cpu layer (cpu/trace.cpp),
+// and each library asks the dispatcher for its address, once; every copy of `found` below caches it.
 #pragma once
 
 #include <ATen/core/dispatch/Dispatcher.h>

@@ -1,6 +1,7 @@
-// Autocast for myops::myrmsnorm, a two-input operator: under torch.autocast, run it in the widest
-// floating type among its inputs ("promote"), so a bfloat16 activation with a float32 weight is
-// normalized in float32 instead of failing the kernel's same-dtype check.
+// Autocast for myops::myrmsnorm, a two-input operator: under torch.autocast, run it in float32 when
+// either input is float32, in the autocast dtype otherwise (promote_type; it ignores float64 inputs and
+// cached_cast leaves them uncast), so a bfloat16 activation with a float32 weight is normalized in
+// float32 instead of failing the kernel's same-dtype check.
 // See NOTE [ Autocast wrappers ] in mymatmul.cpp.
 #include <ATen/autocast_mode.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>

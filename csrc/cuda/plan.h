@@ -6,8 +6,9 @@
 // is the one the inputs step through fastest in memory, and merges neighbours that are one run of memory in
 // every tensor. Consecutive threads then read consecutive addresses of a transposed or channels-last input
 // (coalesced), and each element costs one div/mod per *merged* dimension, done in 32 bits when every offset
-// fits (several times cheaper than 64). The fresh output of myadd stays contiguous (the schema promises
-// it), so for a permuted input it is the write that strides: one strided stream out of three, not two.
+// fits (several times cheaper than 64). myadd_cuda allocates its output contiguous (a schema says nothing
+// about memory layout: the kernel's at::empty with MemoryFormat::Contiguous decides it), so for a permuted
+// input it is the write that strides: one strided stream out of three, not two.
 #pragma once
 
 #include <ATen/core/Tensor.h>
