@@ -17,7 +17,9 @@ from datetime import timedelta
 from typing import Iterator
 
 import torch.distributed as dist
+from torch import Tensor
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+from torch.distributed.tensor import DTensor, Placement, distribute_tensor
 
 LOOPBACK = "127.0.0.1"
 
@@ -55,6 +57,19 @@ def simulated_mesh(world_size: int = 2) -> Iterator[DeviceMesh]:
     _fake_group(world_size)
     with LocalTensorMode(world_size):
         yield init_device_mesh("cpu", (world_size,))
+
+
+def distribute(tensor: Tensor, mesh: DeviceMesh, placements: list[Placement]) -> DTensor:
+    """tensor on mesh with placements, every rank holding a copy of its own, in a simulation as in real processes.
+
+    `distribute_tensor` keeps the caller's tensor as the local value of a replica (`tensor.detach()`, no copy).
+    With real processes each rank has its own; in a simulation that one tensor would stand for every rank, and an
+    in-place operator given per-rank values would update it once per rank. `rank_map` makes one copy per
+    simulated rank (in a real process, it copies once).
+    """
+    from torch.distributed._local_tensor import rank_map
+
+    return distribute_tensor(rank_map(lambda rank: tensor.clone()), mesh, placements)
 
 
 def init_gloo(timeout_s: float = 60.0) -> DeviceMesh:
