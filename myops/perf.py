@@ -9,9 +9,12 @@ import json
 import os
 import platform
 import shutil
+import resource
 import subprocess
 import sys
 import tempfile
+import time
+import timeit
 from pathlib import Path
 
 import torch
@@ -188,6 +191,75 @@ def call_overhead(elements=16, min_run_time=0.5, rounds=5) -> dict:
                              rounds)
     micros["ratio_vs_aten"] = micros["torch.ops.myops.myadd"] / micros["torch.add"]
     return micros
+
+
+# -- costs that are counted, not timed -------------------------------------------------------------------
+# A busy machine (a learner's laptop, CI beside other jobs) stretches any time by an unknown factor, so what a
+# check asserts is a count; times go into plots titled with the machine and its load.
+def minor_page_faults(fn, *args) -> int:
+    """Pages the process mapped in during fn(*args) (minor faults: memory fresh from the system)."""
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    fn(*args)
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+
+
+def python_functions_run(call) -> list[str]:
+    """Names of the Python functions entered, in order, while call() runs (without call itself)."""
+    names = []
+    sys.setprofile(lambda frame, event, arg: names.append(frame.f_code.co_name) if event == "call" else None)
+    try:
+        call()
+    finally:
+        sys.setprofile(None)
+    return names[1:]
+
+
+_REAL_CLOCKS = {name: getattr(time, name) for name in
+                ("perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "time", "time_ns", "process_time")}
+_REAL_DEFAULT_TIMER = timeit.default_timer
+
+
+class ScriptedClock:
+    """Every Python clock (time.perf_counter, time.monotonic, time.time, timeit.default_timer, which
+    torch.utils.benchmark.Timer reads) shows a time that moves only by advance(): a timing method can then be
+    judged on a function whose cost is known exactly, whatever else the machine is doing.
+
+        with ScriptedClock() as clock:
+            m = Timer("f()", globals={"f": lambda: clock.advance(0.002)}).blocked_autorange()
+    """
+
+    _active: "ScriptedClock | None" = None
+
+    def __init__(self):
+        self.now = 0.0
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+    def __enter__(self) -> "ScriptedClock":
+        if ScriptedClock._active is not None:
+            raise RuntimeError("ScriptedClock: a scripted clock is running already; leave it first")
+        ScriptedClock._active = self
+        for name, real in _REAL_CLOCKS.items():
+            setattr(time, name, _scripted(real, nanoseconds=name.endswith("_ns")))
+        timeit.default_timer = time.perf_counter
+        return self
+
+    def __exit__(self, *exc) -> None:
+        ScriptedClock._active = None
+        for name, real in _REAL_CLOCKS.items():
+            setattr(time, name, real)
+        timeit.default_timer = _REAL_DEFAULT_TIMER
+
+
+def _scripted(real, nanoseconds: bool):
+    """A clock that reads the scripted time while one runs, and the real clock after (for code that kept it)."""
+    def clock():
+        scripted = ScriptedClock._active
+        if scripted is None:
+            return real()
+        return int(scripted.now * 1e9) if nanoseconds else scripted.now
+    return clock
 
 
 # -- build times -------------------------------------------------------------------------------------

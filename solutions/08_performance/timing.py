@@ -10,4 +10,5 @@ def seconds_per_call(fn, *args) -> float:
         globals={"fn": fn, "args": args},
         num_threads=torch.get_num_threads(),  # the Timer's default is one thread
     )
-    return timer.blocked_autorange(min_run_time=0.2).median  # the median: robust to a few slow calls
+    # The median over blocks of calls, each block's mean per call: a few slow calls move only their blocks.
+    return timer.blocked_autorange(min_run_time=0.2).median
