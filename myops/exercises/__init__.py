@@ -1,4 +1,4 @@
-"""Exercises the learner can check, one per notebook 00-15 (rustlings-style).
+"""Exercises the learner can check, one per notebook 00-16 (rustlings-style).
 
 `exercises/NN_topic/` holds what the learner edits, `solutions/NN_topic/` the reference answers, in the same
 layout, and `myops/exercises/exNN_topic.py` the check. A C++ exercise is one folder of `.cpp`/`.cu` files that
@@ -59,6 +59,7 @@ EXERCISES: dict[str, Exercise] = {e.number: e for e in (
              "excludes nothing on CPU)"),
     Exercise("14_stable_abi_and_wheels", "stable C++"),
     Exercise("15_export_and_aotinductor", "C++"),
+    Exercise("16_python_key_and_dtensor", "Python"),
 )}
 
 
