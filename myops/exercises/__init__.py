@@ -60,6 +60,7 @@ EXERCISES: dict[str, Exercise] = {e.number: e for e in (
     Exercise("14_stable_abi_and_wheels", "stable C++"),
     Exercise("15_export_and_aotinductor", "C++"),
     Exercise("16_python_key_and_dtensor", "Python"),
+    Exercise("17_triton_kernels", "Python"),
 )}
 
 

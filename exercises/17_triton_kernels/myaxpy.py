@@ -1,0 +1,46 @@
+"""Exercise 17 (notebook 17_triton_kernels): a Triton kernel as an operator, ex17::myaxpy.
+
+Checked by myops/exercises/ex17_triton_kernels.py, under Triton's interpreter (TRITON_INTERPRET=1: the kernel
+runs on CPU tensors, no GPU needed) and once more without it.
+
+ex17::myaxpy(x, y, alpha) = alpha * x + y, for x and y of one 2-D shape, any strides, any floating dtype:
+  1. axpy_kernel, a @triton.jit kernel: each program computes BLOCK elements of the (contiguous) output. The
+     last block reaches past the end unless the size is a multiple of BLOCK: mask its loads and stores. Read
+     x and y through their strides (pass them in), compute in float32, store in the output's dtype;
+  2. myaxpy, a torch.library.triton_op("ex17::myaxpy", mutates_args=()) that calls check_inputs, makes the
+     output and launches the kernel through torch.library.wrap_triton(axpy_kernel)[grid](...);
+  3. a fake kernel (@myaxpy.register_fake) for torch.compile and opcheck: triton_op's own fake kernel is the
+     body above, which under the interpreter touches data;
+  4. autograd (myaxpy.register_autograd): d x = alpha * grad, d y = grad;
+  5. where Triton cannot run CPU tensors (no GPU and no interpreter: INTERPRETED is False), a fallback written
+     in PyTorch for CPU tensors only (myaxpy.register_kernel);
+  6. what torch.compile needs to keep the operator whole on a machine without a GPU (notebook 17 shows it).
+Check your answer with:  python -m myops.exercises check 17
+"""
+import os
+
+import torch
+import triton
+import triton.language as tl
+from torch import Tensor
+from torch.library import triton_op, wrap_triton
+
+INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"  # read by triton.jit: kernels then run on CPU tensors
+
+
+def check_inputs(x: Tensor, y: Tensor) -> None:
+    torch._check(x.dim() == 2 and x.shape == y.shape,
+                 lambda: f"ex17::myaxpy: expected x and y of one 2-D shape, got {list(x.shape)} and {list(y.shape)}")
+
+
+@triton.jit
+def axpy_kernel(x_ptr, y_ptr, out_ptr, alpha, n, BLOCK: tl.constexpr):
+    pass  # TODO: the kernel (add the arguments it needs)
+
+
+@triton_op("ex17::myaxpy", mutates_args=())
+def myaxpy(x: Tensor, y: Tensor, alpha: float) -> Tensor:
+    raise NotImplementedError("not solved yet: launch axpy_kernel in exercises/17_triton_kernels/myaxpy.py")
+
+
+# TODO: the fake kernel, the autograd registration, the CPU fallback, and what torch.compile needs.
