@@ -292,11 +292,19 @@ ANSWERS = [
     answer("10", "x-always-batched", ("rule.py", "x.movedim(x_dim, 0) if x_dim is not None else x.expand(info.batch_size, *x.shape)",
                                       "x.movedim(x_dim, 0)"),
            verdict=r"re:not solved yet: vmap\(ex10::myrmsnorm, in_dims=\(None, 0\)\) on x of shape \[4, 8\] and "
-           r"weight of shape \[6, 8\] raised TypeError: .*"),
+           r"weight of shape \[6, 8\], eps=0\.5 raised TypeError: .*"),
     answer("10", "weight-for-one-dimensional-examples", ("rule.py", "weight.reshape(weight.shape[0], *[1] * (x.dim() "
                                                          "- 2), weight.shape[-1])", "weight.unsqueeze(1)"),
            verdict="not solved yet: vmap(ex10::myrmsnorm, in_dims=(0, 0)) on x of shape [6, 8] and weight of shape "
-           "[6, 8] returned shape [6, 6, 8], expected [6, 8]"),
+           "[6, 8], eps=1e-06 returned shape [6, 6, 8], expected [6, 8]"),
+    # in_dims has no entry for an eps left out or passed equal to its default: only eps=0.5 makes three.
+    answer("10", "three-in-dims", ("rule.py", "x_dim, weight_dim = in_dims[:2]", "x_dim, weight_dim, _ = in_dims"),
+           verdict="not solved yet: vmap(ex10::myrmsnorm, in_dims=(0, None)) on x of shape [6, 4, 8] raised "
+           "ValueError: not enough values to unpack (expected 3, got 2)"),
+    answer("10", "rule-default-eps-differs", ("rule.py", "def myrmsnorm_batch_rule(info, in_dims, x, weight, eps=1e-6)",
+                                              "def myrmsnorm_batch_rule(info, in_dims, x, weight, eps=0.1)"),
+           verdict="not solved yet: vmap(ex10::myrmsnorm, in_dims=(0, None)) on x of shape [6, 4, 8] returned wrong "
+           "values: at index [1, 0, 6] expected -2.25864, got -1.82256"),
     answer("10", "one-call-per-example", ("rule.py", "        return torch.ops.ex10.myrmsnorm(x, weight, eps), 0",
                                           "        return torch.stack([torch.ops.ex10.myrmsnorm(xi, weight, eps) "
                                           "for xi in x]), 0"),

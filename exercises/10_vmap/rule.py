@@ -8,9 +8,11 @@ normalization only ever reads the last dimension, so every other dimension, a vm
 just more rows: one call can serve the whole batch.
 
 Your part:
-  1. myrmsnorm_batch_rule(info, in_dims, x, weight, eps=1e-6) -> (output, output batch dim). `in_dims` holds the
-     batch dimension of each argument the caller passed, or None where it is not batched: three entries when
-     eps is given (the check gives it; its entry is None), two when it is not, so read `in_dims[:2]`. Either
+  1. myrmsnorm_batch_rule(info, in_dims, x, weight, eps=1e-6) -> (output, output batch dim). `in_dims` holds,
+     for each argument the rule receives, its batch dimension, or None where it is not batched. eps, a float, is
+     never batched, and it is not always received: with eps=0.5 in_dims has three entries, but when the caller
+     leaves eps out, or passes it equal to its default 1e-6, the rule gets only x and weight, in_dims has two
+     entries and eps keeps the rule's own default (keep it equal to the operator's). So read `in_dims[:2]`. Either
      of x and weight may be the unbatched one. Move x's batch dimension to the front (x.movedim; an unbatched
      x is expanded to info.batch_size), then call the operator once. When `weight` is batched too
      (in_dims[1] is not None), its batch dimension must broadcast against x's: normalize with a weight of

@@ -10,8 +10,11 @@ def check(context: Context) -> None:
     context.load_python("rule.py")
     op = require_op("ex10", "myrmsnorm", f"keep the given operator in {context.file('rule.py')}")
     weight, batched_weight = randn(8, seed=1), randn(6, 8, seed=2)
-    cases = [  # (in_dims of x and weight, x, weight, eps); eps is passed too, so the rule's in_dims has three
-        ((0, None), randn(6, 4, 8), weight, 1e-6),
+    # (in_dims of x and weight, x, weight, eps). The rule's in_dims has one entry per argument it receives: three
+    # for eps=0.5, two when eps is left out (None here) and two when it is passed equal to its default, 1e-6.
+    cases = [
+        ((0, None), randn(6, 4, 8), weight, None),
+        ((0, None), randn(6, 4, 8, seed=10), weight, 1e-6),
         ((1, None), randn(4, 6, 8, seed=3), weight, 0.5),
         ((0, None), randn(6, 8, seed=4), weight, 1e-6),
         ((0, 0), randn(6, 4, 8, seed=5), batched_weight, 1e-6),
@@ -24,12 +27,14 @@ def check(context: Context) -> None:
         what = f"vmap(ex10::myrmsnorm, in_dims={in_dims}) on x of shape {list(x.shape)}"
         if in_dims[1] is not None:
             what += f" and weight of shape {list(w.shape)}"
+        if eps is not None:
+            what += f", eps={eps}"
         with CallCounter() as counter:
-            out = call(what, torch.vmap(lambda a, b: op(a, b, eps), in_dims=in_dims), x, w)
+            out = call(what, torch.vmap(lambda a, b: op(a, b) if eps is None else op(a, b, eps), in_dims=in_dims), x, w)
         size = (x.shape[in_dims[0]] if in_dims[0] is not None else w.shape[in_dims[1]])
         xs = x.movedim(in_dims[0], 0) if in_dims[0] is not None else x.expand(size, *x.shape)
         ws = w.movedim(in_dims[1], 0) if in_dims[1] is not None else w.expand(size, *w.shape)
-        expected = torch.stack([rmsnorm_reference(xi, wi, eps) for xi, wi in zip(xs, ws)])
+        expected = torch.stack([rmsnorm_reference(xi, wi, 1e-6 if eps is None else eps) for xi, wi in zip(xs, ws)])
         made = counter.calls.get("ex10::myrmsnorm", 0)
         # An unbatched weight is the operator's own case: one call. A batched one may be applied around it.
         if (made != 1) if in_dims[1] is None else (made > 1):

@@ -8,7 +8,9 @@ def myrmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch
 
 
 def myrmsnorm_batch_rule(info, in_dims, x, weight, eps=1e-6):
-    x_dim, weight_dim = in_dims[:2]  # eps, a float, is never batched
+    # Two entries when eps arrives at its default (left out or passed equal to it), three otherwise;
+    # eps, a float, is never batched.
+    x_dim, weight_dim = in_dims[:2]
     # Every dimension but the last is a row to normalize: the batch dimension goes in front and becomes rows.
     x = x.movedim(x_dim, 0) if x_dim is not None else x.expand(info.batch_size, *x.shape)
     if weight_dim is None:
