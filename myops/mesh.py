@@ -6,8 +6,8 @@ gives DTensor a world of n ranks, and `torch.distributed._local_tensor.LocalTens
 one value per rank and performs the collectives on those values. The fake group alone would give wrong values
 (`full_tensor()` would gather nothing); with the mode, each rank's shard is real and the results are exact.
 
-`init_gloo()` is the real thing for a script started by `torchrun`: one process per rank, gloo over the
-loopback interface only.
+`init_process_group()` is the real thing for a script started by `torchrun`: one process per rank, gloo over the
+loopback interface only (or NCCL, one GPU per rank).
 """
 from __future__ import annotations
 
@@ -72,21 +72,28 @@ def distribute(tensor: Tensor, mesh: DeviceMesh, placements: list[Placement]) ->
     return distribute_tensor(rank_map(lambda rank: tensor.clone()), mesh, placements)
 
 
-def init_gloo(timeout_s: float = 60.0) -> DeviceMesh:
-    """Join the gloo process group of a torchrun launch on this host; returns the 1-D cpu mesh of all ranks.
+def init_process_group(backend: str = "gloo", timeout_s: float = 60.0) -> DeviceMesh:
+    """Join the process group of a torchrun launch on this host; returns the 1-D mesh of all its ranks.
 
-    torchrun sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT. The address must be loopback and gloo is bound
-    to the loopback interface, so no other machine is ever contacted. A rank that does not arrive (it died, or
-    its port was taken) makes the others fail after timeout_s instead of waiting forever.
+    torchrun sets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT. The address must be loopback and
+    gloo is bound to the loopback interface, so no other machine is ever contacted. gloo meshes are on the CPU;
+    nccl needs one GPU per rank, the one of its local rank. A rank that does not arrive (it died, its port was
+    taken) makes the others fail after timeout_s instead of waiting forever.
     """
     missing = [name for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if name not in os.environ]
     if missing:
-        raise RuntimeError(f"init_gloo: {', '.join(missing)} not set; start the script with "
+        raise RuntimeError(f"init_process_group: {', '.join(missing)} not set; start the script with "
                            f"`torchrun --nproc-per-node 2 --master-addr {LOOPBACK} -m <module>`")
     if os.environ["MASTER_ADDR"] != LOOPBACK:
-        raise RuntimeError(f"init_gloo: MASTER_ADDR is {os.environ['MASTER_ADDR']!r}; this course contacts only "
-                           f"{LOOPBACK} (pass --master-addr {LOOPBACK} to torchrun)")
+        raise RuntimeError(f"init_process_group: MASTER_ADDR is {os.environ['MASTER_ADDR']!r}; this course "
+                           f"contacts only {LOOPBACK} (pass --master-addr {LOOPBACK} to torchrun)")
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    device = "cpu"
+    if backend == "nccl":
+        import torch
+
+        device = "cuda"
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     if not dist.is_initialized():
-        dist.init_process_group("gloo", timeout=timedelta(seconds=timeout_s))
-    return init_device_mesh("cpu", (dist.get_world_size(),))
+        dist.init_process_group(backend, timeout=timedelta(seconds=timeout_s))
+    return init_device_mesh(device, (dist.get_world_size(),))

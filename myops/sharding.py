@@ -15,7 +15,8 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 import torch
-from torch.distributed.tensor import DTensor, Partial, Replicate, Shard
+from torch.distributed.tensor import Partial, Replicate, Shard
+from torch.distributed.tensor.debug import _clear_sharding_prop_cache
 from torch.distributed.tensor.experimental import register_sharding
 
 Placements = list
@@ -86,9 +87,9 @@ def checked(op: torch._ops.OpOverload, rule: Callable[..., Sequence[Strategy]]) 
 def install(op: torch._ops.OpOverload, rule: Callable[..., Sequence[Strategy]]) -> None:
     """Register rule for op, replacing any earlier rule, and forget shardings DTensor cached under the old one."""
     register_sharding(op)(checked(op, rule))
-    # DTensor memoizes the strategy it chose per input specs (an lru_cache on the propagator, private): without
-    # this, a replaced rule would go on being ignored for inputs seen before.
-    DTensor._op_dispatcher.sharding_propagator.propagate_op_sharding.cache_clear()
+    # DTensor memoizes the sharding it chose per operator and input specs (in C++ and in Python): without this, a
+    # replaced rule would go on being ignored for inputs seen before. The function is private, the pinned torch's.
+    _clear_sharding_prop_cache()
 
 
 def rules() -> dict[torch._ops.OpOverload, Callable[..., Sequence[Strategy]]]:
