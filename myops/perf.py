@@ -196,10 +196,10 @@ def call_overhead(elements=16, min_run_time=0.5, rounds=5) -> dict:
 # -- costs that are counted, not timed -------------------------------------------------------------------
 # A busy machine (a learner's laptop, CI beside other jobs) stretches any time by an unknown factor, so what a
 # check asserts is a count; times go into plots titled with the machine and its load.
-def minor_page_faults(fn, *args) -> int:
-    """Pages the process mapped in during fn(*args) (minor faults: memory fresh from the system)."""
+def minor_page_faults(fn, *args, **kwargs) -> int:
+    """Pages the process mapped in during fn(*args, **kwargs) (minor faults: memory fresh from the system)."""
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-    fn(*args)
+    fn(*args, **kwargs)
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
 
 
@@ -222,7 +222,8 @@ _REAL_DEFAULT_TIMER = timeit.default_timer
 class ScriptedClock:
     """Every Python clock (time.perf_counter, time.monotonic, time.time, timeit.default_timer, which
     torch.utils.benchmark.Timer reads) shows a time that moves only by advance(): a timing method can then be
-    judged on a function whose cost is known exactly, whatever else the machine is doing.
+    judged on a function whose cost is known exactly, whatever else the machine is doing. A function timed on it
+    must advance it: Timer grows its blocks until they take measurable time.
 
         with ScriptedClock() as clock:
             m = Timer("f()", globals={"f": lambda: clock.advance(0.002)}).blocked_autorange()
@@ -386,17 +387,17 @@ def plot_matmul_steps(results: dict, title="from the textbook loop to mymatmul (
     return fig
 
 
-def plot_vmap(batch_sizes, fallback_seconds, rule_seconds, title):
+def plot_vmap(batch_sizes, fallback_seconds, rule_seconds, title, env=None):
     """Time per vmap call against the batch size: functorch's per-element fallback vs a batching rule."""
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(7, 3))
+    fig = Figure(figsize=(7, 3 if env is None else 3.6))
     ax = fig.subplots()
     ax.loglog(batch_sizes, [s * 1e6 for s in fallback_seconds], "o-", color="#e0a458", label="fallback (a loop)")
     ax.loglog(batch_sizes, [s * 1e6 for s in rule_seconds], "o-", color="#4c9f70", label="batching rule")
     ax.set_xlabel("batch size")
     ax.set_ylabel("microseconds per vmap call")
-    ax.set_title(title, fontsize=10)
+    _title(ax, title, env)
     ax.legend(frameon=False)
     fig.tight_layout()
     return fig
@@ -420,5 +421,26 @@ def plot_build_times(rows, env=None, precompile=None):
     if env is not None:
         _title(ax, "cold builds", env)
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.28), fontsize=8, frameon=False)
+    fig.tight_layout()
+    return fig
+
+
+def plot_call_micros(micros: dict, env=None):
+    """Grouped bars of microseconds per call: micros maps a group label to {call name: microseconds}."""
+    from matplotlib.figure import Figure
+
+    names = list(next(iter(micros.values())))
+    fig = Figure(figsize=(7, 2.8 if env is None else 3.4))
+    ax = fig.subplots()
+    height = 0.8 / len(micros)
+    for row, (label, values) in enumerate(micros.items()):
+        ax.barh([i + height * row for i in range(len(names))], [values[name] for name in names], height=height,
+                label=label)
+    ax.set_yticks([i + height * (len(micros) - 1) / 2 for i in range(len(names))], names)
+    ax.invert_yaxis()
+    ax.set_xlabel("microseconds per call (16 elements, one thread)")
+    ax.legend(frameon=False)
+    if env is not None:
+        _title(ax, "time per call", env)
     fig.tight_layout()
     return fig

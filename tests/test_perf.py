@@ -1,8 +1,8 @@
 """The benchmark code: it measures what it says, and the command writes its results."""
 import json
+import resource
 import subprocess
 import sys
-import time
 
 import pytest
 import torch
@@ -23,11 +23,55 @@ def test_measurements_have_every_field(layers):
 
 
 def test_fastest_micros_times_each_call_with_its_arguments():
-    seen = []
-    calls = {"quick": lambda x: seen.append(x), "half a millisecond": lambda x: time.sleep(5e-4)}
-    micros = perf.fastest_micros(calls, "argument", min_run_time=0.03, rounds=3)
-    assert list(micros) == list(calls) and set(seen) == {"argument"}
-    assert micros["half a millisecond"] >= 500 > 50 > micros["quick"] > 0  # sleep never returns early
+    seen, rounds_run = [], []
+    with perf.ScriptedClock() as clock:
+        # "settling" is slow in its first round only: the fastest round is the cost of the call itself.
+        calls = {"a microsecond": lambda x: (seen.append(x), clock.advance(1e-6)),
+                 "half a millisecond": lambda x: clock.advance(5e-4),
+                 "settling": lambda x: clock.advance(3e-4 if len(rounds_run) > 1 else 9e-4)}
+        micros = perf.fastest_micros({**calls, "round": lambda x: (rounds_run.append(x), clock.advance(1e-6))}, "argument",
+                                     min_run_time=0.03, rounds=3)
+    assert list(micros) == [*calls, "round"] and set(seen) == {"argument"}
+    assert micros["half a millisecond"] == pytest.approx(500) and micros["settling"] == pytest.approx(300)
+    assert micros["a microsecond"] == pytest.approx(1)
+
+
+def test_scripted_clock_moves_every_clock_and_only_by_advance():
+    import time
+    import timeit
+
+    with perf.ScriptedClock() as clock:
+        start = [time.perf_counter(), time.monotonic(), time.time(), timeit.default_timer()]
+        clock.advance(2.5)
+        assert [t - s for t, s in zip([time.perf_counter(), time.monotonic(), time.time(), timeit.default_timer()],
+                                      start)] == [2.5] * 4
+        assert time.perf_counter_ns() == 2_500_000_000
+        with pytest.raises(RuntimeError, match="ScriptedClock: a scripted clock is running already"):
+            perf.ScriptedClock().__enter__()
+    assert time.perf_counter() != 2.5 and timeit.default_timer is time.perf_counter
+
+
+def test_blocked_autorange_median_is_over_blocks_of_means():
+    from torch.utils.benchmark import Timer
+
+    with perf.ScriptedClock() as clock:
+        calls = [0]
+
+        def two_ms_and_a_pause_in_twenty():
+            calls[0] += 1
+            clock.advance(0.042 if calls[0] % 20 == 2 else 0.002)
+
+        blocks = Timer("f()", globals={"f": two_ms_and_a_pause_in_twenty}).blocked_autorange(min_run_time=0.2)
+        one_block = Timer("f()", globals={"f": two_ms_and_a_pause_in_twenty}).timeit(100)
+    assert blocks.median == pytest.approx(0.002) and blocks.mean > 0.004 and len(blocks.times) > 20
+    assert len(one_block.times) == 1 and one_block.median == one_block.mean == pytest.approx(0.004)  # 5 pauses in 100
+
+
+def test_a_fresh_output_maps_its_pages_and_an_existing_one_does_not(layers):
+    a, b, out = torch.randn(2**24), torch.randn(2**24), torch.zeros(2**24)  # out: written once already
+    pages = 2**24 * 4 // resource.getpagesize()
+    assert perf.minor_page_faults(torch.add, a, b, out=out) < pages // 100
+    assert perf.minor_page_faults(torch.ops.myops.myadd.default, a, b) >= pages // 512  # even in 2 MiB pages
 
 
 def test_environment_names_the_machine_and_the_flags():
