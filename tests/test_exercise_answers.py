@@ -502,6 +502,80 @@ class Scaled'''), verdict=SOLVED),
 ]
 
 
+# -- 16: a sharding rule ----------------------------------------------------------------------------------
+# Lines of solutions/16_python_key_and_dtensor/rule.py that the answers change: the strategies of independent
+# rows, of the summed dimension, and of a partial input.
+_ROWS = "    strategies += [([Shard(dim)], [Shard(dim), Replicate()]) for dim in range(last)]\n"
+_SUMMED = "    strategies.append(([Partial()], [Shard(last), Shard(0)]))\n"
+_PARTIALS = ("    strategies.append(([Partial()], [Partial(), Replicate()]))\n"
+             "    strategies.append(([Partial()], [Replicate(), Partial()]))\n")
+
+
+def _rows(strategy: str) -> tuple[str, str, str]:
+    """The edit that lists `strategy` (an expression of `dim`) for every dimension but the summed one."""
+    return ("rule.py", _ROWS, f"    strategies += [{strategy} for dim in range(last)]\n")
+
+
+ANSWERS += [
+    answer("16", "one-loop-over-dimensions",
+           ("rule.py", _ROWS, "    for dim in range(x.ndim):\n        if dim == last:\n"
+            "            strategies.append(([Partial()], [Shard(dim), Shard(0)]))\n        else:\n"
+            "            strategies.append(([Shard(dim)], [Shard(dim), Replicate()]))\n"),
+           ("rule.py", _SUMMED, ""), verdict=SOLVED),
+    answer("16", "tuples-and-a-named-sum",
+           ("rule.py", "    strategies = [([Replicate()], [Replicate(), Replicate()])]\n",
+            "    strategies = [((Replicate(),), (Replicate(), Replicate()))]\n"),
+           ("rule.py", _SUMMED, "    strategies.append(((Partial(\"sum\"),), (Shard(last), Shard(0))))\n"),
+           verdict=SOLVED),
+    answer("16", "summed-dimension-replicated",
+           ("rule.py", _SUMMED, "    strategies.append(([Replicate()], [Shard(last), Shard(0)]))\n"),
+           verdict="not solved yet: the strategy ([Replicate()], [Shard(1), Shard(0)]) (for x of shape [4, 6]) "
+           "claims the output is Replicate(), but after each rank runs the kernel on its parts of x and w (x is "
+           "split along its last dimension, the one the dot product sums over), the ranks hold Partial(): each "
+           "rank holds a partial sum, and the result is their sum across the ranks"),
+    answer("16", "rows-claim-partial", _rows("([Partial()], [Shard(dim), Replicate()])"),
+           verdict="not solved yet: the strategy ([Partial()], [Shard(0), Replicate()]) (for x of shape [4, 6]) "
+           "claims the output is Partial(), but after each rank runs the kernel on its parts of x and w, the "
+           "ranks hold Shard(0): each rank holds its block of that dimension of the result"),
+    answer("16", "w-forgotten", _rows("([Shard(dim)], [Shard(dim)])"),
+           verdict="not solved yet: the strategy ([Shard(0)], [Shard(0)]) gives 1 input placement(s); ex16::rowdot "
+           "takes two tensors, x and w: give one placement for each, in that order"),
+    answer("16", "none-for-w", _rows("([Shard(dim)], [Shard(dim), None])"),
+           verdict="not solved yet: the strategy ([Shard(0)], [Shard(0), None]) gives None for w, a tensor: None "
+           "stands for an argument that is not a tensor; give every tensor a placement"),
+    answer("16", "w-split-with-the-rows", _rows("([Shard(dim)], [Shard(dim), Shard(0)])"),
+           verdict="not solved yet: the strategy ([Shard(0)], [Shard(0), Shard(0)]) (for x of shape [4, 6]) has "
+           "every rank call ex16::rowdot on its part of x (shape [2, 6]) and of w (shape [3]), which raised "
+           "RuntimeError: ex16::rowdot: expected w of shape [6] (x's last dimension), got [3]: the parts a rank "
+           "holds must still fit together"),
+    answer("16", "both-partial", ("rule.py", _PARTIALS,
+                                  _PARTIALS + "    strategies.append(([Partial()], [Partial(), Partial()]))\n"),
+           verdict="not solved yet: the strategy ([Partial()], [Partial(), Partial()]) (for x of shape [4, 6]) is "
+           "wrong: after each rank runs the kernel on its parts of x and w, what the ranks hold is no placement of "
+           "the result at all, Partial() or any other: leave it out (DTensor redistributes inputs to a strategy "
+           "you list)"),
+    answer("16", "output-not-a-list", ("rule.py", "    strategies = [([Replicate()], [Replicate(), Replicate()])]\n",
+                                       "    strategies = [(Replicate(), [Replicate(), Replicate()])]\n"),
+           verdict="not solved yet: rowdot_sharding for x Replicate() of 2 dimensions and w Replicate() returned "
+           "(Replicate(), [Replicate(), Replicate()]) as a strategy: each is a pair of lists, ([output placement], "
+           "[x's placement, w's placement])"),
+    answer("16", "negative-dimension", ("rule.py", "[Shard(last), Shard(0)]", "[Shard(-1), Shard(0)]"),
+           verdict="not solved yet: the strategy ([Partial()], [Shard(-1), Shard(0)]) gives x Shard(-1): DTensor "
+           "counts dimensions from 0 and refuses a negative one; write Shard(x.ndim - 1) for x's last dimension"),
+    # Right values, but DTensor communicates where the ranks need nothing from each other:
+    answer("16", "no-partial-inputs", ("rule.py", _PARTIALS, ""),
+           verdict="not solved yet: with x Replicate() (of 2 dimensions) and w Partial(), DTensor ran collectives "
+           "(reduce_scatter_tensor x1) to move the inputs to a strategy your rule lists: no strategy of yours fits "
+           "these placements, yet the dot product is linear in w: a partial w gives a partial result: list it"),
+    answer("16", "only-the-first-dimension",
+           ("rule.py", _ROWS, "    strategies.append(([Shard(0)], [Shard(0), Replicate()]))\n"),
+           verdict="not solved yet: with x Shard(1) (of 3 dimensions) and w Replicate(), DTensor ran collectives "
+           "(all_gather_into_tensor x1) to move the inputs to a strategy your rule lists: no strategy of yours "
+           "fits these placements, yet rows are independent: each rank can compute the output of its own rows: "
+           "list it"),
+]
+
+
 def answer_tree(tmp_path, number: str, edits, base: str = "solutions"):
     """Exercise `number`'s folder of `base`, edited by `edits` ((file, old, new): each `old` must occur in the
     file exactly once), in a tree of its own; returns the tree and a build folder named after its content, so

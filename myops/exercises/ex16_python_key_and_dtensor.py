@@ -127,6 +127,9 @@ def _strategies(asked: str, found) -> list[tuple]:
             if not isinstance(placement, Placement):
                 raise Unsolved(f"{shown} gives {placement!r} for {role}: give a placement (Replicate(), Shard(dim) "
                                "or Partial())")
+            if isinstance(placement, Shard) and placement.dim < 0:  # DTensorSpec refuses it (_dtensor_spec.py)
+                raise Unsolved(f"{shown} gives {role} {_name(placement)}: DTensor counts dimensions from 0 and "
+                               "refuses a negative one; write Shard(x.ndim - 1) for x's last dimension")
         strategies.append((tuple(outs), tuple(ins)))
     return strategies
 
@@ -154,7 +157,7 @@ def _try_strategy(op, mesh, x, w, strategy) -> None:
     candidates = [Replicate(), *(Shard(d) for d in range(expected.ndim)), Partial()]
     held = next((p for p in candidates if _holds(local, p, mesh, expected)), None)
     summed = (" (x is split along its last dimension, the one the dot product sums over)"
-              if isinstance(xp, Shard) and xp.dim in (x.ndim - 1, -1) else "")
+              if isinstance(xp, Shard) and xp.dim == x.ndim - 1 else "")
     if held is None:
         raise Unsolved(f"{shown} is wrong: after each rank runs the kernel on its parts of x and w{summed}, what "
                        f"the ranks hold is no placement of the result at all, {_name(claimed)} or any other: leave "
@@ -175,7 +178,7 @@ def _holds(local, placement, mesh, expected) -> bool:
                                   stride=expected.stride()).full_tensor()
     except Exception:  # a placement that cannot describe this output (a dimension it does not have)
         return False
-    return all(torch.allclose(value, expected) for value in _per_rank(full))
+    return all(value.shape == expected.shape and torch.allclose(value, expected) for value in _per_rank(full))
 
 
 def _per_rank(tensor) -> list:
@@ -205,7 +208,7 @@ def _expect_no_communication(comm: CommDebugMode, ndim: int, xp, wp) -> None:
 
 def _kind(placement, ndim: int) -> str:
     if isinstance(placement, Shard):
-        return "summed" if placement.dim in (ndim - 1, -1) else "rows"
+        return "summed" if placement.dim == ndim - 1 else "rows"
     return type(placement).__name__
 
 
