@@ -1,5 +1,5 @@
 """One command for a machine with a CUDA GPU: build, every test that executes CUDA kernels, a compute-sanitizer
-pass over the kernels, then the CUDA benchmarks.
+pass over the kernels, the course's operators sharded by DTensor over NCCL, then the CUDA benchmarks.
 
     python3 -m benchmarks.gpu [--out build/gpu] [--quick] [--skip-tests] [--skip-sanitizer] [--skip-benchmarks]
                               [--jobs N] [--budget SECONDS] [--dry-run]
@@ -7,7 +7,9 @@ pass over the kernels, then the CUDA benchmarks.
 Runs with whatever Python and torch the machine has (torch 2.11 to the pin; no notebook packages needed) and
 the CUDA toolkit it finds (myops/toolchain.py). It prints what it ran on (torch, CUDA, driver, GPU), builds every
 layer N at a time, runs the CUDA tests in a child pytest, runs the operators' CUDA tests again under
-compute-sanitizer (memcheck, and racecheck where a kernel uses shared memory), then measures on the GPU:
+compute-sanitizer (memcheck, and racecheck where a kernel uses shared memory), runs myops.sharded_run under
+torchrun with NCCL, one rank per GPU on 127.0.0.1 (one GPU: one rank, so NCCL and DTensor run our CUDA kernels
+but no data crosses between GPUs; skipped where torch has no NCCL), then measures on the GPU:
 myadd GB/s against torch.add and a copy (the bandwidth bound), contiguous and transposed; myrmsnorm GB/s against
 torch.nn.functional.rms_norm; mymatmul TFLOP/s against torch.matmul; each for four float dtypes. Every step has a
 time limit, and none runs past the whole run's budget (--budget, 5 minutes, cold build included): a step still
@@ -17,7 +19,8 @@ Whatever fails, results.json (with every step: passed, failed, skipped or timed 
 --out, with one PNG per measurement when the benchmarks ran. Exit status: the first step that failed —
 0 everything passed; 1 a test failed or the tests timed out; 3 no CUDA GPU; 4 no CUDA toolkit to build the CUDA
 layer with; 5 a layer failed to compile (or the build timed out); 6 compute-sanitizer found an error (or its run
-failed or timed out); 7 a measurement failed or the budget ran out during the measurements. --dry-run prints every step it would run and exits 0 without touching CUDA.
+failed or timed out); 7 a measurement failed or the budget ran out during the measurements; 8 the NCCL run
+failed or timed out. --dry-run prints every step it would run and exits 0 without touching CUDA.
 """
 from __future__ import annotations
 
@@ -43,7 +46,7 @@ import torch
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 EXIT_OK, EXIT_TESTS_FAILED, EXIT_NO_GPU, EXIT_NO_CUDA_LAYER = 0, 1, 3, 4
-EXIT_BUILD_FAILED, EXIT_SANITIZER_FAILED, EXIT_MEASURE_FAILED = 5, 6, 7
+EXIT_BUILD_FAILED, EXIT_SANITIZER_FAILED, EXIT_MEASURE_FAILED, EXIT_NCCL_FAILED = 5, 6, 7, 8
 NO_GPU_MESSAGE = "no CUDA GPU: nothing measured"
 
 # Every test that executes a CUDA kernel carries the `cuda` marker (tests/helpers.py).
@@ -71,6 +74,8 @@ class Plan:
     run_tests: bool
     run_sanitizer: bool
     run_benchmarks: bool
+    run_nccl: bool = True
+    nccl_timeout_s: float = 120.0
     sanitizer_timeout_s: float = 120.0
     build_timeout_s: float = 240.0
     budget_s: float = 300.0  # the whole run; each step gets at most what is left of it
@@ -124,6 +129,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--skip-tests", action="store_true", help="no child pytest")
     parser.add_argument("--skip-sanitizer", action="store_true", help="no compute-sanitizer pass")
     parser.add_argument("--skip-benchmarks", action="store_true", help="tests only")
+    parser.add_argument("--skip-nccl", action="store_true", help="no DTensor run over NCCL")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, metavar="N",
                         help="layers built at once (default: one per core, %(default)s here)")
     parser.add_argument("--test-workers", type=int, default=4, metavar="N",
@@ -150,7 +156,7 @@ def make_plan(args: argparse.Namespace) -> Plan:
     build = [sys.executable, "-m", "myops.build", "--jobs", str(max(args.jobs, 1))]
     plan = Plan(out=args.out, build_command=build, test_command=command, test_timeout_s=args.test_timeout,
                 run_tests=not args.skip_tests, run_sanitizer=not args.skip_sanitizer,
-                run_benchmarks=not args.skip_benchmarks, sanitizer_timeout_s=args.sanitizer_timeout,
+                run_benchmarks=not args.skip_benchmarks, run_nccl=not args.skip_nccl, sanitizer_timeout_s=args.sanitizer_timeout,
                 budget_s=args.budget)
     if args.quick:
         plan.myadd_elements, plan.matmul_sizes = (2**20, 2**24), (1024, 2048)
@@ -190,6 +196,9 @@ def describe(plan: Plan) -> str:
             lines.append(f"sanitizer {tool} (timeout {plan.sanitizer_timeout_s:.0f} s) of the kernels "
                          f"{', '.join(kernel_names())}: compute-sanitizer --tool {tool} "
                          f"{' '.join(sanitized_tests(tool)[1:])}")
+    if plan.run_nccl:
+        lines.append(f"nccl (timeout {plan.nccl_timeout_s:.0f} s): torchrun -m myops.sharded_run --backend nccl, "
+                     "one rank per GPU on 127.0.0.1, every operator in every placement against one process")
     if plan.run_benchmarks:
         lines.append(f"myadd (contiguous; transposed inputs, contiguous output) vs torch.add and copy: "
                      f"{', '.join(plan.dtypes)} at "
@@ -259,6 +268,9 @@ class GpuBackend:
     def sanitize(self, plan: Plan, sanitizer: str) -> list[Step]:
         return [run_sanitizer(plan, sanitizer, tool) for tool in SANITIZER_TESTS]
 
+    def nccl(self, plan: Plan) -> Step:
+        return run_nccl(plan)
+
     def measure(self, plan: Plan, into: dict) -> dict[str, list[dict]]:
         import myops
 
@@ -310,6 +322,29 @@ def run_child_pytest(plan: Plan) -> TestRun:
         returncode, timed_out = child.wait(), True
     return TestRun(returncode=returncode, seconds=time.perf_counter() - start, timed_out=timed_out,
                    counts=junit_counts(junit))
+
+
+def run_nccl(plan: Plan) -> Step:
+    """myops.sharded_run under torchrun with NCCL, one rank per GPU; its verdict is each rank's comparison."""
+    import torch.distributed as dist
+
+    if not dist.is_available() or not dist.is_nccl_available():
+        return Step("nccl", "skipped", detail="this torch has no NCCL")
+    from myops import sharded_run
+
+    ranks = torch.cuda.device_count()
+    scope = (f"{ranks} ranks, one per GPU" if ranks > 1 else
+             "one GPU, so one rank: NCCL and DTensor ran our CUDA kernels, but no data crossed between GPUs")
+    start = time.perf_counter()
+    try:
+        run = sharded_run.launch(ranks, backend="nccl", timeout_s=plan.time_left(plan.nccl_timeout_s))
+    except TimeoutError as error:
+        return Step("nccl", "timed out", time.perf_counter() - start, str(error))
+    seconds, lines = time.perf_counter() - start, run.stdout.splitlines()
+    facts = {"ranks": ranks, "output": lines}
+    if run.returncode != 0:
+        return Step("nccl", "failed", seconds, (run.stdout + run.stderr).strip()[-3000:], facts)
+    return Step("nccl", "passed", seconds, f"{lines[0] if lines else 'no output'}; {scope}", facts)
 
 
 def run_sanitizer(plan: Plan, sanitizer: str, tool: str) -> Step:
@@ -621,6 +656,8 @@ def main(argv: list[str] | None = None, backend=None) -> int:
                 steps = _attempt("sanitizer", lambda: backend.sanitize(plan, toolkit["sanitizer"]))
                 for step in steps if isinstance(steps, list) else [steps]:
                     record(step, EXIT_SANITIZER_FAILED)
+        if plan.run_nccl:
+            record(_attempt("nccl", lambda: backend.nccl(plan)), EXIT_NCCL_FAILED)
         if plan.run_benchmarks:
             results["measurements"] = measured = {}
 

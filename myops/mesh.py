@@ -59,17 +59,36 @@ def simulated_mesh(world_size: int = 2) -> Iterator[DeviceMesh]:
         yield init_device_mesh("cpu", (world_size,))
 
 
+def simulating() -> bool:
+    """Whether this process simulates its ranks (simulated_mesh) rather than being one rank of a real group."""
+    return dist.is_initialized() and dist.get_backend() == "fake"
+
+
 def distribute(tensor: Tensor, mesh: DeviceMesh, placements: list[Placement]) -> DTensor:
     """tensor on mesh with placements, every rank holding a copy of its own, in a simulation as in real processes.
 
     `distribute_tensor` keeps the caller's tensor as the local value of a replica (`tensor.detach()`, no copy).
     With real processes each rank has its own; in a simulation that one tensor would stand for every rank, and an
     in-place operator given per-rank values would update it once per rank. `rank_map` makes one copy per
-    simulated rank (in a real process, it copies once).
+    simulated rank.
     """
+    if not simulating():
+        return distribute_tensor(tensor.clone(), mesh, placements)
     from torch.distributed._local_tensor import rank_map
 
     return distribute_tensor(rank_map(lambda rank: tensor.clone()), mesh, placements)
+
+
+def one_process() -> contextlib.AbstractContextManager:
+    """A block whose tensors are plain ones, as one process has them, even inside a simulation.
+
+    Inside `simulated_mesh`, every new tensor gets one value per rank (a random one is drawn once per rank).
+    """
+    if not simulating():
+        return contextlib.nullcontext()
+    from torch.distributed._local_tensor import maybe_disable_local_tensor_mode
+
+    return maybe_disable_local_tensor_mode()
 
 
 def init_process_group(backend: str = "gloo", timeout_s: float = 60.0) -> DeviceMesh:

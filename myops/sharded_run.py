@@ -28,7 +28,7 @@ import torch
 from torch.distributed.tensor import DeviceMesh, Placement, Replicate, Shard
 from torch.distributed.tensor.debug import CommDebugMode
 
-from myops.mesh import LOOPBACK, distribute
+from myops.mesh import LOOPBACK, distribute, one_process
 
 LAYOUTS = (Replicate(), Shard(0), Shard(1))
 
@@ -76,11 +76,8 @@ def placements_for(args: tuple[torch.Tensor, ...]) -> list[tuple[Placement, ...]
 
 def compare(mesh: DeviceMesh, device: str = "cpu") -> list[Result]:
     """Run every operator on DTensors in every input placement; compare each full result with one process."""
-    from torch.distributed._local_tensor import maybe_disable_local_tensor_mode
-
     results = []
-    # Inputs and references as one process has them (a simulation would otherwise draw them once per rank).
-    with maybe_disable_local_tensor_mode():
+    with one_process():
         references = [(name, op, args, reference(*args)) for name, op, args, reference in cases(samples(device))]
     for name, op, args, expected in references:
         for placements in placements_for(args):

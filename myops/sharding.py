@@ -16,7 +16,6 @@ from typing import Callable, Sequence
 
 import torch
 from torch.distributed.tensor import Partial, Replicate, Shard
-from torch.distributed.tensor.debug import _clear_sharding_prop_cache
 from torch.distributed.tensor.experimental import register_sharding
 
 Placements = list
@@ -88,8 +87,12 @@ def install(op: torch._ops.OpOverload, rule: Callable[..., Sequence[Strategy]]) 
     """Register rule for op, replacing any earlier rule, and forget shardings DTensor cached under the old one."""
     register_sharding(op)(checked(op, rule))
     # DTensor memoizes the sharding it chose per operator and input specs (in C++ and in Python): without this, a
-    # replaced rule would go on being ignored for inputs seen before. The function is private, the pinned torch's.
-    _clear_sharding_prop_cache()
+    # replaced rule would go on being ignored for inputs seen before. Private API; an older torch has only the
+    # Python cache.
+    from torch.distributed.tensor import DTensor, debug
+
+    clear = getattr(debug, "_clear_sharding_prop_cache", None)
+    clear() if clear else DTensor._op_dispatcher.sharding_propagator.propagate_op_sharding.cache_clear()
 
 
 def rules() -> dict[torch._ops.OpOverload, Callable[..., Sequence[Strategy]]]:

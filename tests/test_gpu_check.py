@@ -71,6 +71,10 @@ class FakeBackend:
         return [gpu.sanitizer_step(tool, 0, False, "========= ERROR SUMMARY: 0 errors\n9 passed in 3s", 20.0)
                 for tool in gpu.SANITIZER_TESTS]
 
+    def nccl(self, plan):
+        self.calls.append("nccl")
+        return gpu.Step("nccl", "passed", 9.0, "1 ranks, backend nccl, 36 calls; one GPU, so one rank")
+
     def measure(self, plan, into):
         self.calls.append("measure")
         into.update({key: list(rows) for key, rows in self.measurements.items()})
@@ -116,7 +120,7 @@ def test_dry_run_lists_every_step_and_asks_nothing_of_the_backend(tmp_path, caps
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].endswith("; the whole run within 300 s")
     assert [line.split(" ")[0].rstrip(":") for line in lines] == [
-        "results", "machine", "build", "tests", "sanitizer", "sanitizer", "myadd", "myrmsnorm", "mymatmul"]
+        "results", "machine", "build", "tests", "sanitizer", "sanitizer", "nccl", "myadd", "myrmsnorm", "mymatmul"]
     assert "-m myops.build --jobs" in lines[2] and "-m cuda tests" in lines[3]
     assert lines[4].startswith("sanitizer memcheck") and "mymatmul_tiled_kernel" in lines[4]
     assert "mymatmul (CUDA cores) vs torch.matmul (cuBLAS): float16, bfloat16, float32, float64" in lines[-1]
@@ -169,12 +173,12 @@ def test_no_gpu_still_writes_results_with_the_failed_step(tmp_path, capsys):
 @pytest.mark.parametrize("failure, status, calls, failed_step", [
     ({"toolkit_problem": "no CUDA compiler"}, gpu.EXIT_NO_CUDA_LAYER, ["toolkit"], "toolkit"),
     ({"build_fails": True}, gpu.EXIT_BUILD_FAILED, ["toolkit", "build"], "build"),
-    ({"tests_pass": False}, gpu.EXIT_TESTS_FAILED, ["toolkit", "build", "run_tests", "sanitize /cs", "measure"],
-     "tests"),
+    ({"tests_pass": False}, gpu.EXIT_TESTS_FAILED,
+     ["toolkit", "build", "run_tests", "sanitize /cs", "nccl", "measure"], "tests"),
     ({"sanitizer_finds": True}, gpu.EXIT_SANITIZER_FAILED,
-     ["toolkit", "build", "run_tests", "sanitize /cs", "measure"], "sanitizer memcheck"),
+     ["toolkit", "build", "run_tests", "sanitize /cs", "nccl", "measure"], "sanitizer memcheck"),
     ({"measure_raises": True}, gpu.EXIT_MEASURE_FAILED,
-     ["toolkit", "build", "run_tests", "sanitize /cs", "measure"], "benchmarks"),
+     ["toolkit", "build", "run_tests", "sanitize /cs", "nccl", "measure"], "benchmarks"),
 ], ids=["toolkit", "build", "tests", "sanitizer", "benchmarks"])
 def test_each_failure_has_its_exit_status_and_results_json(tmp_path, failure, status, calls, failed_step):
     backend = FakeBackend(**failure)
@@ -220,6 +224,20 @@ def test_a_spent_budget_is_a_timed_out_benchmark_step(tmp_path):
     assert (step["name"], step["status"]) == ("benchmarks", "timed out")
 
 
+def test_a_failed_nccl_run_has_its_exit_status_and_skip_nccl_leaves_it_out(tmp_path):
+    class NcclFails(FakeBackend):
+        def nccl(self, plan):
+            self.calls.append("nccl")
+            return gpu.Step("nccl", "failed", 3.0, "ChildFailedError: rank 1 exited with 1")
+
+    backend = NcclFails()
+    assert gpu.main(["--out", str(tmp_path)], backend=backend) == gpu.EXIT_NCCL_FAILED
+    assert backend.calls[-2:] == ["nccl", "measure"]  # the measurements still run
+    backend = FakeBackend()
+    assert gpu.main(["--out", str(tmp_path), "--skip-nccl"], backend=backend) == gpu.EXIT_OK
+    assert "nccl" not in backend.calls
+
+
 def test_no_sanitizer_is_a_skipped_step_not_a_failure(tmp_path):
     assert gpu.main(["--out", str(tmp_path)], backend=FakeBackend(sanitizer=None)) == gpu.EXIT_OK
     step = next(s for s in results_of(tmp_path)["steps"] if s["name"] == "sanitizer")
@@ -240,13 +258,13 @@ def test_command_without_a_gpu(tmp_path):
 def test_full_run_with_fake_measurements_writes_results_and_plots(tmp_path, capsys):
     backend = FakeBackend()
     assert gpu.main(["--out", str(tmp_path)], backend=backend) == gpu.EXIT_OK
-    assert backend.calls == ["toolkit", "build", "run_tests", "sanitize /cs", "measure"]
+    assert backend.calls == ["toolkit", "build", "run_tests", "sanitize /cs", "nccl", "measure"]
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "myadd_GBps.png", "mymatmul_TFLOPs.png", "myrmsnorm_GBps.png", "results.json"]
     results = results_of(tmp_path)
     assert results["gpu"] == "fake GPU" and results["torch"] == "2.11.0+cu130" and results["exit_status"] == 0
     assert [s["name"] for s in results["steps"]] == ["build", "tests", "sanitizer memcheck", "sanitizer racecheck",
-                                                     "benchmarks"]
+                                                     "nccl", "benchmarks"]
     assert results["tests"]["counts"] == {"tests": 400, "failures": 0, "errors": 0, "skipped": 3}
     assert results["tests"]["command"][:2] == ["-m", "pytest"]
     assert results["measurements"] == FAKE_MEASUREMENTS
