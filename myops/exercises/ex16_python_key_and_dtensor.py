@@ -127,7 +127,9 @@ def _strategies(asked: str, found) -> list[tuple]:
             if not isinstance(placement, Placement):
                 raise Unsolved(f"{shown} gives {placement!r} for {role}: give a placement (Replicate(), Shard(dim) "
                                "or Partial())")
-            if isinstance(placement, Shard) and placement.dim < 0:  # DTensorSpec refuses it (_dtensor_spec.py)
+            # DTensorSpec refuses a negative dimension (torch/distributed/tensor/_dtensor_spec.py:
+            # DTensorSpec.compute_default_shard_order)
+            if isinstance(placement, Shard) and placement.dim < 0:
                 raise Unsolved(f"{shown} gives {role} {_name(placement)}: DTensor counts dimensions from 0 and "
                                "refuses a negative one; write Shard(x.ndim - 1) for x's last dimension")
         strategies.append((tuple(outs), tuple(ins)))
