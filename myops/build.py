@@ -34,7 +34,12 @@ MANIFEST = "layers.json"  # in the csrc/ tree; CMake and the benchmarks read it 
 # that runs it, so it may use every instruction that CPU has: -march=native lets cpu/vectorized.h pick
 # AVX2 or AVX-512 for at::vec::Vectorized (portable builds, CMake and wheels, leave it out).
 CXX_FLAGS = ("-O3", "-fopenmp") + (("-march=native",) if os.uname().machine == "x86_64" else ())
-LD_FLAGS = ("-fopenmp",)
+# A layer links the libstdc++ that torch's process already has (libstdc++.so.6), never a static copy: a
+# compiler driver that links -static-libstdc++ (the GPU machine's $CXX does) puts a second libstdc++ into the
+# layer, whose locale state the first one never set up, and the first number a layer writes into a stream
+# (an error message, the call-path recording) crashes the process. An explicit -l: comes before the static
+# archive the driver appends, so the shared library wins (tests/test_build.py).
+LD_FLAGS = ("-fopenmp", "-l:libstdc++.so.6")
 CUDA_FLAGS = ("-O3",)
 
 # NOTE [ The precompiled header ]

@@ -543,3 +543,39 @@ def test_arch_list_from_the_local_gpus(monkeypatch):
     capabilities = {0: (9, 0), 1: (8, 0), 2: (9, 0)}
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda index: capabilities[index])
     assert toolchain.cuda_arch_list() == "8.0;9.0"
+
+
+STREAM_A_NUMBER = textwrap.dedent("""\
+    #include <cstring>
+    #include <sstream>
+    extern "C" void write_number(long x, char* out) {
+      std::ostringstream stream;
+      stream << x;
+      std::strcpy(out, stream.str().c_str());
+    }
+    """)
+
+
+def test_a_layer_links_the_shared_libstdcxx_even_where_the_driver_links_a_static_one(tmp_path):
+    """A driver that adds -static-libstdc++ (the GPU machine's $CXX is one) gives a library its own libstdc++, and
+    a number it streams is lost or crashes the process; build.LD_FLAGS makes such a driver link the shared one."""
+    source = tmp_path / "stream.cpp"
+    source.write_text(STREAM_A_NUMBER)
+    compiler = os.environ.get("CXX", "c++")
+
+    def library(name, *flags):
+        path = tmp_path / name
+        subprocess.run([compiler, "-O2", "-fPIC", "-shared", "-static-libstdc++", str(source), "-o", str(path),
+                        *flags], check=True, capture_output=True, timeout=120)
+        needed = subprocess.run(["readelf", "-d", str(path)], capture_output=True, text=True, check=True).stdout
+        return path, "[libstdc++.so.6]" in needed
+
+    static, static_needs_shared = library("static.so")
+    assert not static_needs_shared, "the driver's -static-libstdc++ did not take: this test proves nothing here"
+    layer_like, needs_shared = library("layer_like.so", *build.LD_FLAGS)
+    assert needs_shared
+    written = subprocess.run(
+        [sys.executable, "-c", "import ctypes, sys, torch; buffer = ctypes.create_string_buffer(32); "
+         "ctypes.CDLL(sys.argv[1]).write_number(ctypes.c_long(12345), buffer); print(buffer.value.decode())",
+         str(layer_like)], capture_output=True, text=True, timeout=120)
+    assert written.returncode == 0 and written.stdout.strip() == "12345", written.stderr[-2000:]
