@@ -2,6 +2,7 @@
 import os
 
 import torch
+import torch._functorch.config
 import triton
 import triton.language as tl
 from torch import Tensor
