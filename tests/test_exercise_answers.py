@@ -517,6 +517,10 @@ def _rows(strategy: str) -> tuple[str, str, str]:
 
 
 ANSWERS += [
+    answer("16", "registered-not-written", ("rule.py", "def rowdot_sharding(x, w):",
+                                            "@register_sharding(torch.ops.ex16.rowdot.default)\n"
+                                            "def rowdot_sharding(x, w):"), base="exercises",
+           verdict="not solved yet: write rowdot_sharding in exercises/16_python_key_and_dtensor/rule.py"),
     answer("16", "one-loop-over-dimensions",
            ("rule.py", _ROWS, "    for dim in range(x.ndim):\n        if dim == last:\n"
             "            strategies.append(([Partial()], [Shard(dim), Shard(0)]))\n        else:\n"
