@@ -580,6 +580,69 @@ ANSWERS += [
 ]
 
 
+# -- 17: a Triton kernel as an operator, run by Triton's interpreter and then without it --------------------
+ANSWERS += [
+    answer("17", "contiguous-copies",
+           ("myaxpy.py", "def axpy_kernel(x_ptr, y_ptr, out_ptr, alpha, n, cols, x_stride0, x_stride1, y_stride0, "
+            "y_stride1,\n                BLOCK: tl.constexpr):", "def axpy_kernel(x_ptr, y_ptr, out_ptr, alpha, n, "
+            "BLOCK: tl.constexpr):"),
+           ("myaxpy.py", "    row, col = offsets // cols, offsets % cols\n", ""),
+           ("myaxpy.py", "x_ptr + row * x_stride0 + col * x_stride1", "x_ptr + offsets"),
+           ("myaxpy.py", "y_ptr + row * y_stride0 + col * y_stride1", "y_ptr + offsets"),
+           ("myaxpy.py", "(x, y, out, alpha, n, x.shape[1], x.stride(0), x.stride(1),\n"
+            "                                                        y.stride(0), y.stride(1), BLOCK=BLOCK)",
+            "(x.contiguous(), y.contiguous(), out, alpha, n, BLOCK=BLOCK)"), verdict=SOLVED),
+    answer("17", "backward-through-the-op",
+           ("myaxpy.py", "return ctx.alpha * grad, grad, None", "return myaxpy(grad, torch.zeros_like(grad), "
+            "ctx.alpha), grad, None"), verdict=SOLVED),
+    # 37 x 41 = 1517 elements in blocks of 128: the last block reaches 19 elements past the end.
+    answer("17", "no-tail-mask", ("myaxpy.py", "x_stride1, mask=inside)", "x_stride1)"),
+           ("myaxpy.py", "y_stride1, mask=inside)", "y_stride1)"),
+           ("myaxpy.py", ".to(out_ptr.dtype.element_ty), mask=inside)", ".to(out_ptr.dtype.element_ty))"),
+           verdict="not solved yet: ex17::myaxpy on contiguous torch.float32 inputs of shape [37, 41]: the kernel "
+           "read 19 element(s) outside the tensors it was given; mask the tail of the last block (offsets < n) in "
+           "every tl.load and tl.store"),
+    answer("17", "only-the-store-masked", ("myaxpy.py", "x_stride1, mask=inside)", "x_stride1)"),
+           ("myaxpy.py", "y_stride1, mask=inside)", "y_stride1)"),
+           verdict="not solved yet: ex17::myaxpy on contiguous torch.float32 inputs of shape [37, 41]: the kernel "
+           "read 19 element(s) outside the tensors it was given; mask the tail of the last block (offsets < n) in "
+           "every tl.load and tl.store"),
+    answer("17", "ignores-strides", ("myaxpy.py", "x_ptr + row * x_stride0 + col * x_stride1", "x_ptr + offsets"),
+           verdict=r"re:not solved yet: ex17::myaxpy on transposed torch\.float32 inputs returned wrong values: at "
+           r"index \[\d+, \d+\] expected \S+, got \S+"),
+    answer("17", "a-custom-op", ("myaxpy.py", '@triton_op("ex17::myaxpy", mutates_args=())',
+                                 '@torch.library.custom_op("ex17::myaxpy", mutates_args=())'),
+           verdict="not solved yet: ex17::myaxpy is not a triton_op: define it with @torch.library.triton_op, whose "
+           "kernels torch.compile can see (a custom_op hides them)"),
+    answer("17", "no-fake-kernel", ("myaxpy.py", "@myaxpy.register_fake\ndef _(x, y, alpha):\n    check_inputs(x, y)\n"
+                                    "    return torch.empty(x.shape, dtype=x.dtype, device=x.device)\n", ""),
+           verdict="not solved yet: ex17::myaxpy on fake tensors raised RuntimeError: Attempted to set the storage "
+           "of a tensor on device \"meta\" to a storage on different device \"cpu\".  This is no longer allowed; the "
+           "devices must match.: triton_op's own fake kernel is the operator's body, which under the interpreter "
+           "reads the tensors' data; give it a fake kernel (@myaxpy.register_fake) that only makes the output"),
+    answer("17", "fake-kernel-without-checks", ("myaxpy.py", "def _(x, y, alpha):\n    check_inputs(x, y)\n"
+                                                "    return torch.empty(", "def _(x, y, alpha):\n    return torch.empty("),
+           verdict="not solved yet: ex17::myaxpy with x of shape [3, 5] and y of shape [5, 3], on fake tensors did "
+           "not raise; refuse it with an error that names ex17::myaxpy (torch._check in the kernel and the fake "
+           "kernel)"),
+    answer("17", "fallback-always", ("myaxpy.py", "if not INTERPRETED:\n", "if True:\n"),
+           verdict="not solved yet: ex17::myaxpy on contiguous torch.float32 inputs of shape [37, 41] launched no "
+           "Triton kernel under TRITON_INTERPRET=1: the operator must run axpy_kernel through wrap_triton; register "
+           "the PyTorch fallback for CPU tensors only when the interpreter is off"),
+    answer("17", "fallback-on-cuda", ("myaxpy.py", '@myaxpy.register_kernel("cpu")', '@myaxpy.register_kernel("cuda")'),
+           verdict="not solved yet: without TRITON_INTERPRET (Triton cannot run CPU tensors), ex17::myaxpy on "
+           "contiguous CPU inputs raised RuntimeError: 0 active drivers ([]). There should only be one.: register a "
+           "fallback written in PyTorch for CPU tensors, myaxpy.register_kernel(\"cpu\"), used when the interpreter "
+           "is off"),
+    answer("17", "decomposed-on-cpu", ("myaxpy.py", "torch._functorch.config.decompose_custom_triton_ops = "
+                                       "torch.cuda.is_available() and not INTERPRETED\n", ""),
+           verdict="not solved yet: opcheck's test_aot_dispatch_dynamic fails for ex17::myaxpy: RuntimeError: "
+           "Attempted to access the data pointer on an invalid python storage.: torch.compile decomposes a "
+           "triton_op into its Triton kernel, which cannot be compiled for CPU tensors: set "
+           "torch._functorch.config.decompose_custom_triton_ops = False where no GPU runs it"),
+]
+
+
 def answer_tree(tmp_path, number: str, edits, base: str = "solutions"):
     """Exercise `number`'s folder of `base`, edited by `edits` ((file, old, new): each `old` must occur in the
     file exactly once), in a tree of its own; returns the tree and a build folder named after its content, so
