@@ -20,6 +20,7 @@ import tempfile
 import numpy as np
 import torch
 
+from myops.dispatch import registrations
 from myops.exercises.expect import call, expect_close, expect_grads, expect_raises, layouts, opcheck, randn, \
     require_op
 from myops.exercises.runner import Context, Unsolved, one_line
@@ -147,14 +148,13 @@ def check(context: Context) -> None:
 
 
 def _check_interpreted(context: Context, watch: _Watch) -> None:
-    module = context.load_python(FILE)
+    context.load_python(FILE)
     op = require_op("ex17", "myaxpy", f"define it with torch.library.triton_op in {context.file(FILE)}")
     if str(op._schema) != SCHEMA:
         raise Unsolved(f"the schema is {op._schema}, expected {SCHEMA} (from the type hints)")
     if OP not in triton_ops_to_kernels:
         raise Unsolved(f"{OP} is not a triton_op: define it with @torch.library.triton_op, whose kernels "
                        "torch.compile can see (a custom_op hides them)")
-    del module
 
     # Values: 5 x 7 and 37 x 41 are odd, so no power-of-two block divides them: the last block has a tail.
     tail = "mask the tail of the last block (offsets < n) in every tl.load and tl.store"
@@ -247,6 +247,12 @@ def _fallback_verdict(folder: str, display: str) -> str:
                            "wrap_triton(axpy_kernel)[grid](...), so that torch.compile can see the kernel")
         hint = ("register a fallback written in PyTorch for CPU tensors, myaxpy.register_kernel(\"cpu\"), used "
                 "when the interpreter is off")
+        own = sorted(key for key, found in registrations(OP).items() if found.kind == "kernel" and key != "Meta")
+        if "CPU" not in own:
+            yours = f"; yours is on {', '.join(own)}" if own else ""
+            raise Unsolved(f"without TRITON_INTERPRET, {OP} has no kernel of its own on the CPU key: the dispatch table "
+                           "shows the default backend kernel there (triton_op's body, which launches the Triton "
+                           f"kernel){yours}; {hint}")
         for name, x, y in layouts(torch.float32, seed=8):
             if x.dim() == 2 and x.numel():
                 what = f"without TRITON_INTERPRET (Triton cannot run CPU tensors), {OP} on {name} CPU inputs"
