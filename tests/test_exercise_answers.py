@@ -581,6 +581,8 @@ ANSWERS += [
 
 
 # -- 17: a Triton kernel as an operator, run by Triton's interpreter and then without it --------------------
+NO_CPU_FALLBACK = ('register a fallback written in PyTorch for CPU tensors, myaxpy.register_kernel("cpu"), used when '
+                   'the interpreter is off')
 ANSWERS += [
     answer("17", "contiguous-copies",
            ("myaxpy.py", "def axpy_kernel(x_ptr, y_ptr, out_ptr, alpha, n, cols, x_stride0, x_stride1, y_stride0, "
@@ -630,10 +632,16 @@ ANSWERS += [
            "Triton kernel under TRITON_INTERPRET=1: the operator must run axpy_kernel through wrap_triton; register "
            "the PyTorch fallback for CPU tensors only when the interpreter is off"),
     answer("17", "fallback-on-cuda", ("myaxpy.py", '@myaxpy.register_kernel("cpu")', '@myaxpy.register_kernel("cuda")'),
-           verdict="not solved yet: without TRITON_INTERPRET (Triton cannot run CPU tensors), ex17::myaxpy on "
-           "contiguous CPU inputs raised RuntimeError: 0 active drivers ([]). There should only be one.: register a "
-           "fallback written in PyTorch for CPU tensors, myaxpy.register_kernel(\"cpu\"), used when the interpreter "
-           "is off"),
+           verdict="not solved yet: without TRITON_INTERPRET, ex17::myaxpy has no kernel of its own on the CPU key: "
+           "the dispatch table shows the default backend kernel there (triton_op's body, which launches the Triton "
+           "kernel); yours is on CUDA; " + NO_CPU_FALLBACK),
+    answer("17", "no-fallback", ("myaxpy.py", "if not INTERPRETED:\n    # No interpreter: Triton cannot run CPU tensors, "
+                                 "so they take the same arithmetic written in PyTorch.\n    @myaxpy.register_kernel(\"cpu\")\n"
+                                 "    def _(x, y, alpha):\n        check_inputs(x, y)\n"
+                                 "        return (alpha * x.float() + y.float()).to(x.dtype)\n", ""),
+           verdict="not solved yet: without TRITON_INTERPRET, ex17::myaxpy has no kernel of its own on the CPU key: "
+           "the dispatch table shows the default backend kernel there (triton_op's body, which launches the Triton "
+           "kernel); " + NO_CPU_FALLBACK),
     answer("17", "decomposed-on-cpu", ("myaxpy.py", "torch._functorch.config.decompose_custom_triton_ops = "
                                        "torch.cuda.is_available() and not INTERPRETED\n", ""),
            verdict="not solved yet: opcheck's test_aot_dispatch_dynamic fails for ex17::myaxpy: RuntimeError: "
