@@ -7,6 +7,7 @@ cell checks its own exercise's stub and solution; `check --all` here then leaves
 `notebook_proofs`), so no exercise is checked twice in one run.
 """
 import ast
+import os
 import re
 import shutil
 import subprocess
@@ -323,3 +324,14 @@ def test_root_and_build_check_a_copy_and_build_where_asked(tmp_path):
     done = run_checker("check", "01", "--root", str(tmp_path / "copy"), "--build", str(tmp_path / "libraries"))
     assert (done.returncode, done.stdout) == (0, "01_schema: solved\n"), done.stderr
     assert list((tmp_path / "libraries").rglob("*.so")), "the copy's library was not built under --build"
+
+
+def test_the_triton_check_leaves_nothing_in_the_temp_folder(tmp_path):
+    """Inductor writes its cache (a large precompiled header among it) under the temp folder whatever
+    TORCHINDUCTOR_CACHE_DIR says; exercise 17's check, which compiles, keeps it in build/ instead."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    done = subprocess.run([sys.executable, "-m", "myops.exercises", "check", "17", "--solution"], capture_output=True,
+                          text=True, cwd=REPO_ROOT, timeout=1800, env=dict(os.environ, TMPDIR=str(temp)))
+    assert (done.returncode, done.stdout) == (0, "17_triton_kernels: solved\n"), done.stderr
+    assert sorted(p.name for p in temp.iterdir()) == []
