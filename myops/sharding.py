@@ -83,16 +83,22 @@ def checked(op: torch._ops.OpOverload, rule: Callable[..., Sequence[Strategy]]) 
     return checked_rule
 
 
-def install(op: torch._ops.OpOverload, rule: Callable[..., Sequence[Strategy]]) -> None:
-    """Register rule for op, replacing any earlier rule, and forget shardings DTensor cached under the old one."""
-    register_sharding(op)(checked(op, rule))
-    # DTensor memoizes the sharding it chose per operator and input specs (in C++ and in Python): without this, a
-    # replaced rule would go on being ignored for inputs seen before. Private API; an older torch has only the
-    # Python cache.
+def forget_chosen_strategies() -> None:
+    """Clear DTensor's memo of the strategy it chose per operator and input specs (in C++ and in Python).
+
+    Without this, a replaced rule would go on being ignored for inputs seen before. Private API; an older torch
+    has only the Python cache.
+    """
     from torch.distributed.tensor import DTensor, debug
 
     clear = getattr(debug, "_clear_sharding_prop_cache", None)
     clear() if clear else DTensor._op_dispatcher.sharding_propagator.propagate_op_sharding.cache_clear()
+
+
+def install(op: torch._ops.OpOverload, rule: Callable[..., Sequence[Strategy]]) -> None:
+    """Register rule for op (checked against its schema), replacing any earlier rule and what DTensor chose by it."""
+    register_sharding(op)(checked(op, rule))
+    forget_chosen_strategies()
 
 
 def rules() -> dict[torch._ops.OpOverload, Callable[..., Sequence[Strategy]]]:
