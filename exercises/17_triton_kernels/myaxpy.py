@@ -10,7 +10,7 @@ ex17::myaxpy(x, y, alpha) = alpha * x + y, for x and y of one 2-D shape, any str
   2. myaxpy, a torch.library.triton_op("ex17::myaxpy", mutates_args=()) that calls check_inputs, makes the
      output and launches the kernel through torch.library.wrap_triton(axpy_kernel)[grid](...);
   3. a fake kernel (@myaxpy.register_fake) for torch.compile and opcheck: triton_op's own fake kernel is the
-     body above, which under the interpreter touches data;
+     body above (torch/_library/triton.py, triton_op), which under the interpreter touches data;
   4. autograd (myaxpy.register_autograd): d x = alpha * grad, d y = grad;
   5. where Triton cannot run CPU tensors (no GPU and no interpreter: INTERPRETED is False), a fallback written
      in PyTorch for CPU tensors only (myaxpy.register_kernel);

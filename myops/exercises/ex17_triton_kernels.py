@@ -19,13 +19,13 @@ import tempfile
 
 import numpy as np
 import torch
+from torch._library.triton import triton_ops_to_kernels
 
 from myops.dispatch import registrations
-from myops.exercises.expect import call, expect_close, expect_grads, expect_raises, layouts, opcheck, randn, \
-    require_op
+from myops.exercises.expect import (call, expect_close, expect_grads, expect_raises, layouts, opcheck, randn,
+                                    require_op)
 from myops.exercises.runner import Context, Unsolved, one_line
 from myops.paths import BUILD_DIR, REPO_ROOT
-from torch._library.triton import triton_ops_to_kernels
 
 FILE = "myaxpy.py"
 OP = "ex17::myaxpy"
@@ -69,15 +69,15 @@ def watched():
     from triton.runtime import interpreter
 
     watch = _Watch()
-    init_args, load, store = (interpreter.GridExecutor._init_args_hst, interpreter.InterpreterBuilder.create_masked_load,
-                              interpreter.InterpreterBuilder.create_masked_store)
+    builder = interpreter.InterpreterBuilder
+    init_args, load, store = (interpreter.GridExecutor._init_args_hst, builder.create_masked_load,
+                              builder.create_masked_store)
 
     def init_args_watched(self, args, kwargs):
         args_hst, kwargs_hst = init_args(self, args, kwargs)
         watch.launches += 1
-        tensors = [a for a in (*args_hst, *kwargs_hst.values()) if isinstance(a, torch.Tensor)]
-        watch.ranges = [(t.untyped_storage().data_ptr(), t.untyped_storage().data_ptr() + t.untyped_storage().nbytes())
-                        for t in tensors]
+        storages = [a.untyped_storage() for a in (*args_hst, *kwargs_hst.values()) if isinstance(a, torch.Tensor)]
+        watch.ranges = [(s.data_ptr(), s.data_ptr() + s.nbytes()) for s in storages]
         return args_hst, kwargs_hst
 
     def load_watched(self, ptrs, mask, other, *rest):
@@ -89,14 +89,12 @@ def watched():
         return store(self, ptrs, value, mask, *rest)
 
     interpreter.GridExecutor._init_args_hst = init_args_watched
-    interpreter.InterpreterBuilder.create_masked_load = load_watched
-    interpreter.InterpreterBuilder.create_masked_store = store_watched
+    builder.create_masked_load, builder.create_masked_store = load_watched, store_watched
     try:
         yield watch
     finally:
         interpreter.GridExecutor._init_args_hst = init_args
-        interpreter.InterpreterBuilder.create_masked_load = load
-        interpreter.InterpreterBuilder.create_masked_store = store
+        builder.create_masked_load, builder.create_masked_store = load, store
 
 
 def run_kernel(watch: _Watch, what: str, fn, *args, hint_outside: str):
@@ -106,10 +104,9 @@ def run_kernel(watch: _Watch, what: str, fn, *args, hint_outside: str):
     try:
         result = call(what, fn, *args)
     except Unsolved:
-        if watch.outside:
-            raise Unsolved(f"{what}: the kernel {watch.outside} outside the tensors it was given; {hint_outside}") \
-                from None
-        raise
+        if not watch.outside:
+            raise
+        raise Unsolved(f"{what}: the kernel {watch.outside} outside the tensors it was given; {hint_outside}") from None
     if watch.launches == before:
         raise Unsolved(f"{what} launched no Triton kernel under TRITON_INTERPRET=1: the operator must run "
                        "axpy_kernel through wrap_triton; register the PyTorch fallback for CPU tensors only when "
@@ -125,8 +122,9 @@ def reference(x, y, alpha):
 
 @contextlib.contextmanager
 def inductor_temp_dir():
-    """Inductor writes its cache (a 150 MB precompiled header among it) under the temp folder, whatever
-    TORCHINDUCTOR_CACHE_DIR says: keep it in build/, shared by every run; remove anything else left there."""
+    """Inductor puts its precompiled header (150 MB) under the temp folder whatever TORCHINDUCTOR_CACHE_DIR says
+    (torch/_inductor/codecache.py: _HEADER_DIR, fixed from default_cache_dir() when the module is imported, so
+    before any compile): keep it and the cache in build/, shared by every run; remove anything else left there."""
     folder = BUILD_DIR / "inductor-tmp"
     folder.mkdir(parents=True, exist_ok=True)
     before = set(folder.iterdir())
@@ -167,7 +165,10 @@ def _check_interpreted(context: Context, watch: _Watch) -> None:
                 continue
             what = f"{OP} on {name} {dtype} inputs"
             hint = tail if name == "contiguous" else "address each element through the strides of x and y"
-            out = run_kernel(watch, what, op, x, y, -1.5, hint_outside=hint) if x.numel() else call(what, op, x, y, -1.5)
+            if x.numel():
+                out = run_kernel(watch, what, op, x, y, -1.5, hint_outside=hint)
+            else:  # nothing to compute: launching no program is right
+                out = call(what, op, x, y, -1.5)
             expect_close(what, out, reference(x, y, -1.5))
 
     # Bad inputs are refused by the operator and by its fake kernel, naming it.
@@ -250,9 +251,9 @@ def _fallback_verdict(folder: str, display: str) -> str:
         own = sorted(key for key, found in registrations(OP).items() if found.kind == "kernel" and key != "Meta")
         if "CPU" not in own:
             yours = f"; yours is on {', '.join(own)}" if own else ""
-            raise Unsolved(f"without TRITON_INTERPRET, {OP} has no kernel of its own on the CPU key: the dispatch table "
-                           "shows the default backend kernel there (triton_op's body, which launches the Triton "
-                           f"kernel){yours}; {hint}")
+            raise Unsolved(f"without TRITON_INTERPRET, {OP} has no kernel of its own on the CPU key: the dispatch "
+                           "table shows the default backend kernel there (triton_op's body, which launches the "
+                           f"Triton kernel){yours}; {hint}")
         for name, x, y in layouts(torch.float32, seed=8):
             if x.dim() == 2 and x.numel():
                 what = f"without TRITON_INTERPRET (Triton cannot run CPU tensors), {OP} on {name} CPU inputs"
