@@ -8,8 +8,8 @@ Runs with whatever Python and torch the machine has (torch 2.11 to the pin; no n
 the CUDA toolkit it finds (myops/toolchain.py). It prints what it ran on (torch, CUDA, driver, GPU), builds every
 layer N at a time, runs the CUDA tests in a child pytest, runs the operators' CUDA tests again under
 compute-sanitizer (memcheck, and racecheck where a kernel uses shared memory), runs myops.sharded_run under
-torchrun with NCCL, one rank per GPU on 127.0.0.1 (one GPU: one rank, so NCCL and DTensor run our CUDA kernels
-but no data crosses between GPUs; skipped where torch has no NCCL), then measures on the GPU:
+torchrun with NCCL, one rank per GPU (two at most) on 127.0.0.1 (one GPU: one rank, so NCCL and DTensor run our
+CUDA kernels but no data crosses between GPUs; skipped where torch has no NCCL), then measures on the GPU:
 myadd GB/s against torch.add and a copy (the bandwidth bound), contiguous and transposed; myrmsnorm GB/s against
 torch.nn.functional.rms_norm; mymatmul TFLOP/s against torch.matmul; each for four float dtypes. Every step has a
 time limit, and none runs past the whole run's budget (--budget, 5 minutes, cold build included): a step still
@@ -198,7 +198,8 @@ def describe(plan: Plan) -> str:
                          f"{' '.join(sanitized_tests(tool)[1:])}")
     if plan.run_nccl:
         lines.append(f"nccl (timeout {plan.nccl_timeout_s:.0f} s): torchrun -m myops.sharded_run --backend nccl, "
-                     "one rank per GPU on 127.0.0.1, every operator in every placement against one process")
+                     "one rank per GPU (two at most) on 127.0.0.1, every operator in every placement against one "
+                     "process")
     if plan.run_benchmarks:
         lines.append(f"myadd (contiguous; transposed inputs, contiguous output) vs torch.add and copy: "
                      f"{', '.join(plan.dtypes)} at "
@@ -325,14 +326,15 @@ def run_child_pytest(plan: Plan) -> TestRun:
 
 
 def run_nccl(plan: Plan) -> Step:
-    """myops.sharded_run under torchrun with NCCL, one rank per GPU; its verdict is each rank's comparison."""
+    """myops.sharded_run under torchrun with NCCL, one rank per GPU (two at most); its verdict is each rank's
+    comparison with one process."""
     import torch.distributed as dist
 
     if not dist.is_available() or not dist.is_nccl_available():
         return Step("nccl", "skipped", detail="this torch has no NCCL")
     from myops import sharded_run
 
-    ranks = torch.cuda.device_count()
+    ranks = min(torch.cuda.device_count(), 2)  # the script's tensors split evenly over two ranks
     scope = (f"{ranks} ranks, one per GPU" if ranks > 1 else
              "one GPU, so one rank: NCCL and DTensor ran our CUDA kernels, but no data crossed between GPUs")
     start = time.perf_counter()

@@ -135,7 +135,8 @@ def launch(nproc: int = 2, *, port: int | None = None, backend: str = "gloo", ti
     launch is killed after timeout_s: a rendezvous that never completes cannot hang the caller.
     """
     scratch = tempfile.mkdtemp(prefix="myops_torchrun_")
-    env = {**os.environ, "TMPDIR": scratch, "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "TMPDIR": scratch, "GLOO_SOCKET_IFNAME": "lo", "NCCL_SOCKET_IFNAME": "lo",
+           "OMP_NUM_THREADS": "1"}
     command = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc}",
                f"--master-addr={LOOPBACK}", f"--master-port={port or free_port()}", f"--local-addr={LOOPBACK}",
                f"--log-dir={scratch}", "-m", "myops.sharded_run", f"--backend={backend}", *extra]

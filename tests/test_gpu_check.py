@@ -238,6 +238,12 @@ def test_a_failed_nccl_run_has_its_exit_status_and_skip_nccl_leaves_it_out(tmp_p
     assert "nccl" not in backend.calls
 
 
+def test_the_nccl_step_is_skipped_where_torch_has_no_nccl(tmp_path, monkeypatch):
+    monkeypatch.setattr(torch.distributed, "is_nccl_available", lambda: False)
+    plan = gpu.make_plan(gpu.parse_args(["--out", str(tmp_path)]))
+    assert gpu.run_nccl(plan) == gpu.Step("nccl", "skipped", detail="this torch has no NCCL")
+
+
 def test_no_sanitizer_is_a_skipped_step_not_a_failure(tmp_path):
     assert gpu.main(["--out", str(tmp_path)], backend=FakeBackend(sanitizer=None)) == gpu.EXIT_OK
     step = next(s for s in results_of(tmp_path)["steps"] if s["name"] == "sanitizer")

@@ -10,7 +10,7 @@ from torch.distributed.tensor import Partial, Replicate, Shard
 
 import myops
 from myops import sharded_run, sharding
-from myops.mesh import distribute, simulated_mesh
+from myops.mesh import distribute, init_process_group, simulated_mesh
 
 X = sharded_run.samples()  # made outside the simulation: one value for every rank
 
@@ -152,3 +152,20 @@ def test_a_port_in_use_is_reported(layers):
         run = sharded_run.launch(2, port=taken.getsockname()[1], timeout_s=120)
     assert run.returncode != 0
     assert "EADDRINUSE" in run.stderr
+
+
+@pytest.mark.parametrize("environment, message", [
+    ({}, "init_process_group: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT not set; start the script with "
+         "`torchrun --nproc-per-node 2 --master-addr 127.0.0.1 -m <module>`"),
+    ({"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "10.0.0.7", "MASTER_PORT": "29500"},
+     "init_process_group: MASTER_ADDR is '10.0.0.7'; this course contacts only 127.0.0.1 (pass --master-addr "
+     "127.0.0.1 to torchrun)"),
+])
+def test_joining_a_launch_refuses_a_missing_or_remote_address(monkeypatch, environment, message):
+    for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(RuntimeError) as error:
+        init_process_group()
+    assert str(error.value) == message
