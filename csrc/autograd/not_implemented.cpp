@@ -5,13 +5,12 @@
 // below autograd with no guard; backward warns for all three, and the rest depends on the operator:
 // - myrmsnorm (raw loops): its output gets a node that returns no gradient; x and weight get none.
 // - myadd_ (raw loops writing into self): self keeps the history it had (a leaf that requires grad stays
-//   a leaf, modified in place), so self gets the gradient of the tensor before the addition and other
-//   gets none: silently wrong.
+//   a leaf, modified in place) as if the addition never happened, so other gets no gradient.
 // - mytranspose (as_strided, called through the dispatcher): as_strided records its own node, so the
 //   gradient is right; the fallback only adds the warning.
-// The NotImplemented fallback makes the first two loud, and keeps the third honest until a real kernel
-// exists: outputs keep requires_grad, their grad_fn is a NotImplemented node, and backward() raises an
-// error that names the operator.
+// The NotImplemented fallback makes backward fail loudly for all three (mytranspose too, whose gradient
+// would have been right): outputs keep requires_grad, their grad_fn is a NotImplemented node, and
+// backward() raises an error that names the operator.
 #include <torch/csrc/autograd/autograd_not_implemented_fallback.h>
 #include <torch/library.h>
 
