@@ -8,13 +8,16 @@ build/test-exercise-answers/, one folder per answer's content: a warm run compil
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import pytest
 import torch
 
+from helpers import needs_gpu
 from myops import exercises
 from myops.exercises.ex03_cuda_kernel import NOT_RUN
 from myops.paths import BUILD_DIR, REPO_ROOT
@@ -29,13 +32,14 @@ class Answer:
     verdict: str  # the message, exactly, or a regular expression when it starts with "re:"
     base: str = "solutions"  # the tree the answer is edited from
     without_gpu: str | None = None  # the verdict where no GPU runs the kernel, when it is another one
+    with_one_gpu: str | None = None  # the verdict where one GPU runs it (no second one to put inputs on)
 
     def __str__(self) -> str:
         return f"{self.number}-{self.name}"
 
 
-def answer(number, name, *edits, verdict, base="solutions", without_gpu=None):
-    return Answer(number, name, tuple(edits), verdict, base, without_gpu)
+def answer(number, name, *edits, verdict, base="solutions", without_gpu=None, with_one_gpu=None):
+    return Answer(number, name, tuple(edits), verdict, base, without_gpu, with_one_gpu)
 
 
 SOLVED = "solved"
@@ -139,6 +143,13 @@ ANSWERS = [
            verdict=r"re:not solved yet: ex03::mymul under torch\.cuda\.stream\(side\), after a fill_ queued there "
            r"\(launch on at::cuda::getCurrentCUDAStream\(\), not on the default stream\) returned wrong values: at "
            r"index \[\d+\] expected \S+, got \S+", without_gpu=NOT_RUN),
+    # The current device's stream, taken before the guard: wrong only for inputs on a GPU that is not current.
+    answer("03", "stream-before-guard", ("mymul.cu", "  const cudaStream_t stream = at::cuda::getCurrentCUDAStream();\n", ""),
+           ("mymul.cu", "  const c10::cuda::CUDAGuard device_guard(", "  const cudaStream_t stream = "
+            "at::cuda::getCurrentCUDAStream();\n  const c10::cuda::CUDAGuard device_guard("),
+           verdict=r"re:not solved yet: ex03::mymul on cuda:1 inputs while cuda:0 is current .*take the CUDAGuard on "
+           r"the inputs' device first, then the stream \(at::cuda::getCurrentCUDAStream\(\) is the current device's\) "
+           r"and the output.*", without_gpu=NOT_RUN, with_one_gpu=SOLVED),
     # -- 04: an autograd kernel -----------------------------------------------------------------------------
     answer("04", "backward-with-aten", ("mymul.cpp", "return {ex04::mymul(grad, saved[1]), ex04::mymul(grad, saved[0])};",
                                         "return {at::mul(grad, saved[1]), at::mul(saved[0], grad)};"), verdict=SOLVED),
@@ -215,6 +226,19 @@ ANSWERS = [
            "torch.bfloat16 to ex07::mynorm, expected torch.float32 (the fp32 policy): cast with "
            "at::autocast::cached_cast(at::kFloat, self, c10::DeviceType::CPU) (its device type defaults to CUDA, "
            "which leaves a CPU tensor as it is)"),
+    # A sum of squares over 10 takes float16 to inf: a wrapper that casts only the autocast dtype leaves it there.
+    answer("07", "casts-only-the-autocast-dtype", ("mynorm.cpp", "return ex07::mynorm(at::autocast::cached_cast(at::kFloat, "
+                                                   "self, c10::DeviceType::CPU));", "return ex07::mynorm(self.scalar_type() "
+                                                   "== at::autocast::get_autocast_dtype(at::kCPU) ? self.to(at::kFloat) : "
+                                                   "self);"),
+           verdict="not solved yet: ex07::mynorm on torch.float16 under torch.autocast('cpu', dtype=torch.bfloat16): "
+           "the AutocastCPU kernel passed torch.float16 to ex07::mynorm, expected torch.float32: the fp32 policy casts "
+           "every floating input but float64, not only one of the autocast dtype (at::autocast::cached_cast("
+           "at::kFloat, self, c10::DeviceType::CPU) does)"),
+    answer("07", "casts-floating-but-double", ("mynorm.cpp", "return ex07::mynorm(at::autocast::cached_cast(at::kFloat, "
+                                               "self, c10::DeviceType::CPU));", "return ex07::mynorm(self.is_floating_"
+                                               "point() && self.scalar_type() != at::kDouble ? self.to(at::kFloat) : "
+                                               "self);"), verdict=SOLVED),
     answer("07", "calls-the-cpu-kernel", ("mynorm.cpp", "return ex07::mynorm(at::autocast::cached_cast(", "return "
                                           "mynorm_cpu(at::autocast::cached_cast("),
            verdict="not solved yet: under CPU autocast, ex07::mynorm's AutocastCPU kernel did not call ex07::mynorm "
@@ -320,6 +344,15 @@ ANSWERS = [
     answer("12", "parts-one-by-one", ("sum_boxed.cpp", "for (const c10::IValue& argument : torch::jit::last(*stack, num_arguments)) {",
                                       "for (size_t i = stack->size() - num_arguments; i < stack->size(); ++i) {\n"
                                       "    const c10::IValue& argument = (*stack)[i];"), verdict=SOLVED),
+    answer("12", "adds-into-the-first", ("sum_boxed.cpp", "sum = sum ? sum->add(argument.toTensor()) : "
+                                         "argument.toTensor().clone();", "if (sum) {\n        sum->add_(argument.toTensor());"
+                                         "\n      } else {\n        sum = argument.toTensor();\n      }"),
+           verdict="not solved yet: ex12::sum2 on CPU tensors changed its first argument: add into a new tensor, not "
+           "into the input"),
+    answer("12", "adds-into-a-copy", ("sum_boxed.cpp", "sum = sum ? sum->add(argument.toTensor()) : "
+                                      "argument.toTensor().clone();", "if (sum) {\n        sum->add_(argument.toTensor());"
+                                      "\n      } else {\n        sum = argument.toTensor().clone();\n      }"),
+           verdict=SOLVED),
     answer("12", "device-with-cpu-fallback", ("on_device.cpp", "#include <torch/library.h>\n",
                                               "#include <torch/library.h>\n#include <ATen/native/CPUFallback.h>\n"),
            ("on_device.cpp", "    (*stack)[i] = tensor.cpu();\n", ""),
@@ -370,6 +403,13 @@ ANSWERS = [
                                                 "return mymul(at::autocast::cached_cast(dtype, self), at::autocast::cached_cast(dtype, other));"),
            verdict="not solved yet: under torch.autocast('cpu', dtype=torch.bfloat16), ex13::mymul returned "
            "torch.float32, expected torch.bfloat16: give cached_cast the device type (its default is CUDA)"),
+    answer("13", "bfloat16-fixed", ("mymul.cpp", "at::autocast::get_lower_precision_fp_from_device_type(kDevice)",
+                                     "at::kBFloat16"),
+           verdict="not solved yet: under torch.autocast('cpu', dtype=torch.float16), ex13::mymul returned "
+           "torch.bfloat16, expected torch.float16: cast to the dtype the caller's autocast asks for, "
+           "at::autocast::get_lower_precision_fp_from_device_type(device type), not a fixed one"),
+    answer("13", "get-autocast-dtype", ("mymul.cpp", "at::autocast::get_lower_precision_fp_from_device_type(kDevice)",
+                                        "at::autocast::get_autocast_dtype(kDevice)"), verdict=SOLVED),
     answer("13", "catch-all-kept", ("mymul.cpp", 'm.def("mymul(Tensor self, Tensor other) -> Tensor");',
                                     'm.def("mymul(Tensor self, Tensor other) -> Tensor", &mymul_cpu);'),
            ("mymul.cpp", 'TORCH_LIBRARY_IMPL(ex13, CPU, m) {\n  m.impl("mymul", &mymul_cpu);\n}', ""), verdict="not solved yet: ex13::mymul's kernel is still a catch-all (def(schema, fn) files it under "
@@ -404,6 +444,11 @@ ANSWERS = [
            r"compatible with \[5\]"),
 ]
 
+
+# What exercise 15's Meta kernel for myscale returns, and what the check says of a fake result unlike the real one.
+_MYSCALE_META_RESULT = "at::empty_symint(self.sym_sizes(), self.options().memory_format(at::MemoryFormat::Contiguous))"
+_MYSCALE_FAKE_HINT = ("(the fake kernel must return what the CPU kernel returns: the same shape, dtype, device and "
+                      "strides, and for myscale_ self itself; myscale_cpu's output is contiguous whatever self's layout)")
 
 # -- 14: the stable ABI ------------------------------------------------------------------------------------
 ANSWERS += [
@@ -484,6 +529,35 @@ class Scaled'''), verdict=SOLVED),
             "  check_inputs(self, scale);", "at::Tensor myscale_meta(const at::Tensor& self, const at::Tensor& scale) {"),
            verdict="not solved yet: ex15::myscale on fake tensors of shapes [3, 8] and [5] did not raise: the fake "
            "kernel must refuse what the CPU kernel refuses (the same check_inputs)"),
+    answer("15", "meta-keeps-strides", ("myscale.cpp", _MYSCALE_META_RESULT, "at::empty_like(self)"),
+           ("myscale.cpp", "#include <ATen/ops/empty.h>", "#include <ATen/ops/empty.h>\n#include <ATen/ops/empty_like.h>"),
+           verdict="not solved yet: opcheck's test_faketensor fails for ex15::myscale on a transposed float32 x: "
+           "MetadataMismatchError: When comparing the output of ex15.myscale.default on FakeTensor and concrete "
+           "Tensors, found mismatched tensor metadata: Stride mismatch! Strides are (8, 1) and (1, 3) (mismatched at "
+           "0)! " + _MYSCALE_FAKE_HINT),
+    answer("15", "meta-in-float32", ("myscale.cpp", _MYSCALE_META_RESULT, "at::empty_symint(self.sym_sizes(), "
+                                     "self.options().dtype(at::kFloat).memory_format(at::MemoryFormat::Contiguous))"),
+           verdict="not solved yet: opcheck's test_faketensor fails for ex15::myscale on a 3-d float64 x: "
+           "MetadataMismatchError: When comparing the output of ex15.myscale.default on FakeTensor and concrete "
+           "Tensors, found mismatched tensor metadata: Dtypes torch.float64 and torch.float32 are not equal! "
+           + _MYSCALE_FAKE_HINT),
+    answer("15", "meta-on-the-cpu", ("myscale.cpp", _MYSCALE_META_RESULT, "at::empty_symint(self.sym_sizes(), "
+                                     "self.options().device(at::kCPU).memory_format(at::MemoryFormat::Contiguous))"),
+           verdict="not solved yet: ex15::myscale on fake tensors (what torch.export traces with) raised "
+           "AssertionError: tensor's device must be `meta`, got cpu instead: its Meta kernel must make its result "
+           "where its inputs are, on the meta device (with self's options, changing no more than the memory format)"),
+    answer("15", "meta-new-empty", ("myscale.cpp", _MYSCALE_META_RESULT, "self.new_empty_symint(self.sym_sizes())"),
+           verdict=SOLVED),
+    # The dispatcher refuses the registration while the library loads, and std::terminate prints why.
+    answer("15", "meta-signature-differs", ("myscale.cpp", "at::Tensor myscale_meta(const at::Tensor& self, const "
+                                            "at::Tensor& scale) {\n  check_inputs(self, scale);", "at::Tensor "
+                                            "myscale_meta(const at::Tensor& self, double scale) {"),
+           verdict=r"re:not solved yet: the check crashed with SIGABRT on a C\+\+ exception nothing caught: Mismatch "
+           r"in kernel C\+\+ signatures: operator: ex15::myscale\(Tensor self, Tensor scale\) -> Tensor; registered "
+           r"at answer/15_export_and_aotinductor/myscale\.cpp:\d+; kernel 1: at::Tensor \(at::Tensor const&, "
+           r"at::Tensor const&\); dispatch key: CPU; registered at answer/15_export_and_aotinductor/myscale\.cpp:\d+; "
+           r"kernel 2: at::Tensor \(at::Tensor const&, double\); dispatch key: Meta; registered at "
+           r"answer/15_export_and_aotinductor/myscale\.cpp:\d+"),
     answer("15", "no-inplace-tag", ("myscale.cpp", ", {at::Tag::inplace});", ");"),
            verdict="not solved yet: ex15::myscale_ returns the tensor it writes (-> Tensor(a!)) and has no inplace "
            "tag, so export's functionalization refuses it: define it with m.def(..., {at::Tag::inplace})"),
@@ -667,16 +741,59 @@ def answer_tree(tmp_path, number: str, edits, base: str = "solutions"):
     return root, BUILD_DIR / "test-exercise-answers" / hashlib.sha256(content).hexdigest()[:12]
 
 
-@pytest.mark.parametrize("case", ANSWERS, ids=str)
-def test_each_answer_gets_its_verdict(tmp_path, case):
-    root, build = answer_tree(tmp_path, case.number, case.edits, case.base)
-    result = exercises.verdict(case.number, root=root, build_dir=build)
+def judge(case: Answer, result: exercises.Verdict) -> None:
+    """`result` is the verdict `case` must get on this machine."""
     if case.number == "03" and CUDA_SKIP:  # no CUDA toolkit: nothing is built, the checker says so
         assert result.status == "skipped" and result.message.startswith("cannot be checked here:"), result.message
         return
-    expected = case.without_gpu if case.without_gpu and not torch.cuda.is_available() else case.verdict
+    expected = case.verdict
+    if not torch.cuda.is_available():
+        expected = case.without_gpu or expected
+    elif torch.cuda.device_count() == 1:
+        expected = case.with_one_gpu or expected
     if expected.startswith("re:"):
         assert re.fullmatch(expected[3:], result.message), result.message
     else:
         assert result.message == expected
     assert (result.status == "solved") == (expected in (SOLVED, NOT_RUN))
+
+
+# Exercise 03's answers whose verdict a GPU decides, and the reference solution: judged by the GPU run
+# (`python -m benchmarks.gpu` runs the tests marked cuda) wherever a GPU is present, here without one.
+ON_A_GPU = [case for case in ANSWERS if case.without_gpu] + [answer("03", "reference-solution", verdict=SOLVED)]
+
+
+@pytest.mark.parametrize("case", ANSWERS, ids=str)
+def test_each_answer_gets_its_verdict(tmp_path, case):
+    if case in ON_A_GPU and torch.cuda.is_available():
+        pytest.skip("judged on the GPU by test_exercise_03_on_a_gpu")
+    root, build = answer_tree(tmp_path, case.number, case.edits, case.base)
+    judge(case, exercises.verdict(case.number, root=root, build_dir=build))
+
+
+@pytest.fixture(scope="module")
+def verdicts_on_a_gpu(tmp_path_factory):
+    """Every case of ON_A_GPU judged at once: each is a .cu build of its own (about half a minute), side by side."""
+    def verdict(case):
+        root, build = answer_tree(tmp_path_factory.mktemp(str(case)), case.number, case.edits, case.base)
+        return exercises.verdict(case.number, root=root, build_dir=build)
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        return dict(zip(map(str, ON_A_GPU), pool.map(verdict, ON_A_GPU)))
+
+
+@needs_gpu
+@pytest.mark.parametrize("case", ON_A_GPU, ids=str)
+def test_exercise_03_on_a_gpu(verdicts_on_a_gpu, case):
+    judge(case, verdicts_on_a_gpu[str(case)])
+
+
+def test_the_gpu_run_judges_exercise_03():
+    """`python -m benchmarks.gpu` runs the tests marked cuda: exercise 03's check on the reference solution, on a
+    capped grid without a grid-stride loop and on a stream taken before the device guard among them."""
+    from benchmarks import gpu
+
+    assert gpu.CUDA_TESTS == ("-m", "cuda", "tests")
+    assert "cuda" in {mark.name for mark in test_exercise_03_on_a_gpu.pytestmark}
+    assert {"03-reference-solution", "03-capped-grid-without-stride", "03-stream-before-guard"} <= {
+        str(case) for case in ON_A_GPU}

@@ -4,7 +4,7 @@ import re
 import torch
 
 from myops.exercises.expect import call, code, expect_close, layouts, randn, require_kernel, require_op
-from myops.exercises.runner import Context, Unsolved
+from myops.exercises.runner import Context, Unsolved, one_line
 
 # Without a GPU nothing runs: the verdict says what was proven and what was not.
 NOT_RUN = ("solved as far as a machine without a GPU can tell: compiled and registered on the CUDA key, its "
@@ -53,7 +53,26 @@ def check(context: Context) -> str | None:
     torch.cuda.synchronize()
     expect_close("ex03::mymul under torch.cuda.stream(side), after a fill_ queued there (launch on "
                  "at::cuda::getCurrentCUDAStream(), not on the default stream)", out, 3.0 * b)
+    if torch.cuda.device_count() > 1:
+        _expect_on_the_inputs_gpu(op)
     return None
+
+
+def _expect_on_the_inputs_gpu(op) -> None:
+    """Inputs on cuda:1 while cuda:0 is current. What is taken before the CUDAGuard belongs to cuda:0: a stream of
+    cuda:0 cannot run a kernel while cuda:1 is current (CUDA refuses such a launch), and memory allocated there
+    is on the wrong GPU. Only a second GPU shows either."""
+    a, b = randn(1 << 20, seed=9, device="cuda:1"), randn(1 << 20, seed=10, device="cuda:1")
+    what = "ex03::mymul on cuda:1 inputs while cuda:0 is current"
+    hint = ("take the CUDAGuard on the inputs' device first, then the stream (at::cuda::getCurrentCUDAStream() is "
+            "the current device's) and the output")
+    with torch.cuda.device(0):
+        try:
+            out = op(a, b)
+            torch.cuda.synchronize(1)
+        except Exception as error:
+            raise Unsolved(f"{what} raised {one_line(error)}: {hint}") from None
+    expect_close(f"{what} ({hint})", out, a * b)
 
 
 def top_level_arguments(text: str) -> list[str]:

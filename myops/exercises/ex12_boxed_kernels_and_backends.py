@@ -33,14 +33,15 @@ def _expect_sums(where: str, device: torch.device, dtypes) -> None:
     ops = torch.ops.ex12
     for dtype in dtypes:
         a, b, c = (randn(4, 3, dtype=dtype, seed=seed) for seed in range(3))
-        on = [t.to(device) for t in (a, b, c)]
+        # Copies: on the CPU, .to(device) returns the tensor itself, which a kernel that adds in place would change.
+        on = [t.clone().to(device) for t in (a, b, c)]
         _expect_sum(f"ex12::sum2 on {where} {dtype}", device, call("ex12::sum2", ops.sum2, on[0], on[1]), a + b)
-        _expect_sum(f"ex12::sum3 on {where} {dtype}", device, call("ex12::sum3", ops.sum3, *on), a + b + c)
-        _expect_sum(f"ex12::scaled_sum(a, b, 2.5) on {where} {dtype}", device,
-                    call("ex12::scaled_sum", ops.scaled_sum, on[0], on[1], 2.5), (a + b) * 2.5)
         if not torch.equal(on[0].cpu(), a):
             raise Unsolved(f"ex12::sum2 on {where} tensors changed its first argument: add into a new tensor, "
                            "not into the input")
+        _expect_sum(f"ex12::sum3 on {where} {dtype}", device, call("ex12::sum3", ops.sum3, *on), a + b + c)
+        _expect_sum(f"ex12::scaled_sum(a, b, 2.5) on {where} {dtype}", device,
+                    call("ex12::scaled_sum", ops.scaled_sum, on[0], on[1], 2.5), (a + b) * 2.5)
 
 
 def check(context: Context) -> None:

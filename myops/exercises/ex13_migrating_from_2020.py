@@ -32,11 +32,17 @@ def check(context: Context) -> None:
     require_kernel(context, "ex13::mymul", "AutocastCPU", "register the autocast wrapper on AutocastCPU (the "
                    "old key name Autocast is AutocastCUDA)")
     x, y = randn(3, 4), randn(3, 4, seed=1)
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        out = call("ex13::mymul under CPU autocast", op, x, y)
-    if isinstance(out, torch.Tensor) and out.dtype != torch.bfloat16:
-        raise Unsolved(f"under torch.autocast('cpu', dtype=torch.bfloat16), ex13::mymul returned {out.dtype}, "
-                       "expected torch.bfloat16: give cached_cast the device type (its default is CUDA)")
-    expect_close("ex13::mymul under CPU autocast", out, x.bfloat16() * y.bfloat16())
+    # CPU autocast takes bfloat16 and float16 (torch/amp/autocast_mode.py, autocast.__init__).
+    for dtype in (torch.bfloat16, torch.float16):
+        with torch.autocast("cpu", dtype=dtype):
+            out = call(f"ex13::mymul under CPU autocast to {dtype}", op, x, y)
+        if isinstance(out, torch.Tensor) and out.dtype == torch.float32:
+            raise Unsolved(f"under torch.autocast('cpu', dtype={dtype}), ex13::mymul returned torch.float32, "
+                           f"expected {dtype}: give cached_cast the device type (its default is CUDA)")
+        if isinstance(out, torch.Tensor) and out.dtype != dtype:
+            raise Unsolved(f"under torch.autocast('cpu', dtype={dtype}), ex13::mymul returned {out.dtype}, expected "
+                           f"{dtype}: cast to the dtype the caller's autocast asks for, "
+                           "at::autocast::get_lower_precision_fp_from_device_type(device type), not a fixed one")
+        expect_close(f"ex13::mymul under CPU autocast to {dtype}", out, x.to(dtype) * y.to(dtype))
     expect_raises("ex13::mymul on meta tensors", op, torch.empty(2, device="meta"), torch.empty(2, device="meta"),
                   errors=(NotImplementedError,), hint="its kernel must serve the CPU key only")

@@ -169,14 +169,15 @@ def expect_grads(what: str, fn, inputs, reference) -> None:
         expect_close(f"the gradient of {what} for input {index}", g, e)
 
 
-def opcheck(what: str, op, samples, tests: tuple[str, ...] | None = None) -> None:
-    """torch.library.opcheck on every sample; the first failing test, by name, with its first line."""
+def opcheck(what: str, op, samples, tests: tuple[str, ...] | None = None, hints: dict[str, str] | None = None) -> None:
+    """torch.library.opcheck on every sample; the first failing test, by name, with its first line and the hint
+    for that test (`hints`, else the general one)."""
     for args in samples:
         outcome = call(f"opcheck of {what}", torch.library.opcheck, op, args, raise_exception=False,
                        **({"test_utils": tests} if tests else {}))
         for test, result in outcome.items():
             if result != "SUCCESS":
-                hint = _OPCHECK_HINTS.get(test, "")
+                hint = {**_OPCHECK_HINTS, **(hints or {})}.get(test, "")
                 raise Unsolved(f"opcheck's {test} fails for {what}: {one_line(result)}{hint}")
 
 

@@ -7,6 +7,7 @@ import importlib
 import importlib.util
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -71,7 +72,7 @@ def _build_dir_for(root: Path) -> Path:
     return BUILD_DIR / "exercise-copies" / hashlib.sha256(str(root).encode()).hexdigest()[:12]
 
 
-def crash_message(exercise: Exercise, returncode: int) -> str:
+def crash_message(exercise: Exercise, returncode: int, stderr: str = "", root: Path | None = None) -> str:
     try:
         name = signal.Signals(-returncode).name
     except ValueError:
@@ -81,7 +82,26 @@ def crash_message(exercise: Exercise, returncode: int) -> str:
         hint = (f" (most likely a stack overflow: {exercise.crash_hint})" if exercise.crash_hint else
                 " (often a stack overflow: a kernel that calls its own operator without excluding its dispatch "
                 "key recurses forever)")
+    uncaught = uncaught_exception(stderr, root)
+    if uncaught:  # e.g. the dispatcher refusing a registration while the library loads
+        hint = f" on a C++ exception nothing caught: {uncaught}"
     return f"not solved yet: the check crashed with {name}{hint}"
+
+
+def uncaught_exception(stderr: str, root: Path | None = None) -> str:
+    """The message of the C++ exception that ended the process, in one line, or "". std::terminate writes
+    "terminate called after throwing an instance of '<type>'" and "  what():  <message>" to fd 2; a c10::Error's
+    message then ends where its "Exception raised from ..." backtrace begins."""
+    found = re.search(r"terminate called after throwing an instance of '[^']*'\n\s*what\(\):(.*?)"
+                      r"(?:\nException raised from |\nframe #|\Z)", stderr, flags=re.S)
+    if not found:
+        return ""
+    lines = [line.strip() for line in found.group(1).splitlines() if line.strip()]
+    text = lines[0] + "".join(f"{'; ' if i else ': '}{line}" for i, line in enumerate(lines[1:])) if lines else ""
+    if root is not None:  # paths as the learner sees them
+        for prefix in (str(root.resolve()) + "/", str(root) + "/"):
+            text = text.replace(prefix, relative_path(root) + "/")
+    return text
 
 
 def run_check(exercise: Exercise, solution: bool, root: Path | str | None, timeout: float,
@@ -101,7 +121,7 @@ def run_check(exercise: Exercise, solution: bool, root: Path | str | None, timeo
             found = json.loads(line[len(_VERDICT_TAG):])
             return Verdict(exercise.folder, found["status"], found["message"])
     if done.returncode < 0:
-        return Verdict(exercise.folder, "crashed", crash_message(exercise, done.returncode))
+        return Verdict(exercise.folder, "crashed", crash_message(exercise, done.returncode, done.stderr, root))
     last = (done.stderr.strip().splitlines() or ["no output"])[-1]
     return Verdict(exercise.folder, "crashed", f"not solved yet: the check stopped without a verdict: {last}")
 
