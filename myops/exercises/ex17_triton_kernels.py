@@ -13,9 +13,11 @@ if __name__ != "__main__":  # the fallback's process (see the end) runs without 
 
 import contextlib
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -134,8 +136,10 @@ def inductor_temp_dir():
         yield
     finally:
         for path in set(folder.iterdir()) - before:
-            if not path.name.startswith("torchinductor_"):
-                subprocess.run(["rm", "-rf", str(path)], check=False)
+            if path.is_dir() and not path.name.startswith("torchinductor_"):
+                shutil.rmtree(path)
+            elif path.is_file():
+                path.unlink()
 
 
 def check(context: Context) -> None:
@@ -204,16 +208,12 @@ def _check_interpreted(context: Context, watch: _Watch) -> None:
         hint = f": {NO_DECOMPOSITION}" if "test_aot_dispatch_dynamic" in str(unsolved) else ""
         raise Unsolved(f"{unsolved}{hint}") from None
 
+    # Compiled, the graph calls the operator (opcheck above proved the decomposition is off), which launches
+    # the kernel: the sin() around it is Inductor's.
     x, y = randn(37, 41, seed=6), randn(41, 37, seed=7).t()
-    torch._dynamo.reset()
     compiled = torch.compile(lambda a, b: op(a, b, 0.5).sin(), fullgraph=True)
     what = f"torch.compile(fullgraph=True) of a function calling {OP}"
-    try:
-        out = run_kernel(watch, what, compiled, x, y, hint_outside=tail)
-    except Unsolved as unsolved:
-        raise Unsolved(f"{unsolved}; {NO_DECOMPOSITION}" if "BackendCompilerFailed" in str(unsolved)
-                       or "Cannot access data pointer" in str(unsolved) else str(unsolved)) from None
-    expect_close(what, out, (0.5 * x + y).sin())
+    expect_close(what, run_kernel(watch, what, compiled, x, y, hint_outside=tail), (0.5 * x + y).sin())
 
 
 # -- the CPU fallback, in a process without the interpreter ---------------------------------------------------
@@ -237,8 +237,6 @@ def _check_fallback(context: Context) -> None:
 
 def _fallback_verdict(folder: str, display: str) -> str:
     """'' when CPU tensors work without the interpreter (no GPU: Triton cannot run them), else what is wrong."""
-    from pathlib import Path
-
     context = Context(Path(folder), display, BUILD_DIR)
     try:
         context.load_python(FILE)
