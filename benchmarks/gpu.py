@@ -156,7 +156,8 @@ def make_plan(args: argparse.Namespace) -> Plan:
     build = [sys.executable, "-m", "myops.build", "--jobs", str(max(args.jobs, 1))]
     plan = Plan(out=args.out, build_command=build, test_command=command, test_timeout_s=args.test_timeout,
                 run_tests=not args.skip_tests, run_sanitizer=not args.skip_sanitizer,
-                run_benchmarks=not args.skip_benchmarks, run_nccl=not args.skip_nccl, sanitizer_timeout_s=args.sanitizer_timeout,
+                run_benchmarks=not args.skip_benchmarks, run_nccl=not args.skip_nccl,
+                sanitizer_timeout_s=args.sanitizer_timeout,
                 budget_s=args.budget)
     if args.quick:
         plan.myadd_elements, plan.matmul_sizes = (2**20, 2**24), (1024, 2048)

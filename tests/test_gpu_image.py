@@ -92,7 +92,7 @@ def test_the_gpu_check_plans_every_step_and_reports_no_gpu(tree, tmp_path):
     dry = in_image(tree, "-m", "benchmarks.gpu", "--dry-run", timeout=300)
     assert dry.returncode == 0, dry.stderr[-3000:]
     steps = [line.split(" ")[0].rstrip(":") for line in dry.stdout.splitlines()]
-    assert steps == ["results", "machine", "build", "tests", "sanitizer", "sanitizer", "myadd", "myrmsnorm",
+    assert steps == ["results", "machine", "build", "tests", "sanitizer", "sanitizer", "nccl", "myadd", "myrmsnorm",
                      "mymatmul"]
     run = in_image(tree, "-m", "benchmarks.gpu", "--out", str(tmp_path), timeout=300)
     assert run.returncode == 3, run.stdout + run.stderr[-3000:]
