@@ -176,3 +176,22 @@ def compiled_kernel():
     """rmsnorm_kernel as triton.jit makes it without the interpreter (for a GPU), also where this module's is
     interpreted: tracing it shows what torch.compile hands Inductor on a GPU."""
     return triton.JITFunction(rmsnorm_kernel.fn) if interpreted() else rmsnorm_kernel
+
+
+def cpu_calls() -> dict[str, str]:
+    """What each operator does on CPU tensors in this process: "ok", or the first line of its error."""
+    x, w = torch.ones(2, 8), torch.ones(8)
+    results = {}
+    for name, op in OPERATORS.items():
+        try:
+            torch.testing.assert_close(op(x, w), reference(x, w))
+            results[name] = "ok"
+        except RuntimeError as error:
+            results[name] = str(error).splitlines()[0]
+    return results
+
+
+if __name__ == "__main__":  # python -m myops.triton_ops: the three operators on CPU tensors, in a fresh process
+    print(f"interpreted: {interpreted()}")
+    for name, outcome in cpu_calls().items():
+        print(f"{name:<30} {outcome}")

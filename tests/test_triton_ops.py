@@ -12,6 +12,7 @@ import myops
 from myops import dispatch
 from myops.display import failures
 from myops.paths import BUILD_DIR, REPO_ROOT
+from myops.triton_interpreter import use_triton_interpreter
 from helpers import DTYPE_IDS, FLOAT_DTYPES, TOLERANCES, needs_gpu, rmsnorm_layouts, rmsnorm_reference
 
 RMSNORM_LAYOUTS = [name for name, _, _ in rmsnorm_layouts(torch.float32, "meta")]
@@ -19,16 +20,9 @@ OPS = ["tritonops::myrmsnorm_opaque", "tritonops::myrmsnorm", "tritonops::myrmsn
 TRITON_OPS = OPS[1:]  # made with triton_op
 
 
-# Triton decides once per process whether its kernels are interpreted: triton.jit reads TRITON_INTERPRET when it
-# decorates, and triton's own library functions are decorated when triton is imported. Without a GPU this process
-# interprets; the knob keeps the setting and the variable leaves the environment, so no child process inherits it.
-INTERPRETED = not torch.cuda.is_available() and "triton" not in sys.modules
-if INTERPRETED:
-    os.environ["TRITON_INTERPRET"] = "1"
-    import triton
-
-    triton.knobs.runtime.interpret = True
-    del os.environ["TRITON_INTERPRET"]
+# Without a GPU this process interprets Triton kernels (decided before triton is first imported).
+if not torch.cuda.is_available() and "triton" not in sys.modules:
+    use_triton_interpreter()
 
 
 @pytest.fixture(scope="module")
