@@ -21,7 +21,8 @@ def test_notebooks_are_numbered():
                      "05_not_implemented_fallback", "06_inplace_or_view", "07_autocast", "08_performance",
                      "09_compile_and_opcheck", "10_vmap", "11_python_torch_library", "12_boxed_kernels_and_backends",
                      "13_migrating_from_2020", "14_stable_abi_and_wheels",
-                     "15_export_and_aotinductor", "16_python_key_and_dtensor"]
+                     "15_export_and_aotinductor", "16_python_key_and_dtensor",
+                     "17_triton_kernels"]
     assert all(re.fullmatch(r"\d\d_[a-z0-9_]+", name) for name in names)
 
 
