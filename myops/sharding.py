@@ -18,8 +18,7 @@ import torch
 from torch.distributed.tensor import Partial, Replicate, Shard
 from torch.distributed.tensor.experimental import register_sharding
 
-Placements = list
-Strategy = tuple[Placements, Placements]
+Strategy = tuple[list, list]  # (output placements, input placements)
 
 
 def elementwise(self, other) -> list[Strategy]:
@@ -27,11 +26,6 @@ def elementwise(self, other) -> list[Strategy]:
     # (a0 + b0) + (a1 + b1) = (a0 + a1) + (b0 + b1): a sum of pending partial sums is a pending partial sum.
     alike = [Replicate(), Partial()] + [Shard(dim) for dim in range(self.ndim)]
     return [([p], [p, p]) for p in alike]
-
-
-def inplace_elementwise(self, other) -> list[Strategy]:
-    """myadd_: the strategies of myadd; DTensor keeps only the one whose output is self's placement as it is."""
-    return elementwise(self, other)
 
 
 def rmsnorm(self, weight, eps=None) -> list[Strategy]:
@@ -106,7 +100,8 @@ def rules() -> dict[torch._ops.OpOverload, Callable[..., Sequence[Strategy]]]:
     ops = torch.ops.myops
     return {
         ops.myadd.default: elementwise,
-        ops.myadd_.default: inplace_elementwise,
+        # In place, DTensor keeps only the strategies whose output is self's placement as it is: self never moves.
+        ops.myadd_.default: elementwise,
         ops.myrmsnorm.default: rmsnorm,
         ops.mymatmul.default: matmul,
         ops.mytranspose.default: transpose,

@@ -184,3 +184,10 @@ def test_joining_a_launch_refuses_a_missing_or_remote_address(monkeypatch, envir
     with pytest.raises(RuntimeError) as error:
         init_process_group()
     assert str(error.value) == message
+
+
+@pytest.mark.parametrize("world_size", [0, 2.0])
+def test_a_simulated_mesh_needs_a_positive_whole_number_of_ranks(world_size):
+    with pytest.raises(ValueError, match=rf"^simulated_mesh: world_size must be a positive int, got {world_size}$"):
+        with simulated_mesh(world_size):
+            pass
