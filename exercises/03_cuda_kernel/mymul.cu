@@ -5,14 +5,15 @@
 // Your part:
 //   1. A __global__ kernel that computes out[i] = a[i] * b[i] for contiguous inputs, with a grid-stride
 //      loop so that any number of blocks covers any number of elements.
-//   2. mymul_cuda: make the inputs contiguous, put a c10::cuda::CUDAGuard on the inputs' device, and only then
-//      allocate the output and take the stream (both belong to the current device); launch the kernel for
-//      float32 and float64 (AT_DISPATCH_FLOATING_TYPES) on at::cuda::getCurrentCUDAStream(), then
-//      C10_CUDA_KERNEL_LAUNCH_CHECK().
+//   2. mymul_cuda: make the inputs contiguous and allocate the output (its options carry the inputs' device,
+//      so it lands there whatever the current device is). Put a c10::cuda::CUDAGuard on the inputs' device
+//      before you take the stream and launch: at::cuda::getCurrentCUDAStream() and the launch both use the
+//      current device. Launch the kernel for float32 and float64 (AT_DISPATCH_FLOATING_TYPES) on that stream,
+//      then C10_CUDA_KERNEL_LAUNCH_CHECK().
 //   3. Register mymul_cuda for the CUDA key in the TORCH_LIBRARY_IMPL block at the end.
-// Without a GPU the check proves that it compiles, registers and passes a stream to each launch; with one it
-// also compares values: strided inputs, more elements than one grid, a launch under a side stream, and, with
-// two GPUs, inputs on the one that is not current.
+// Without a GPU the check proves that it compiles and registers, and checks textually that each launch passes a
+// stream; with one it also compares values: strided inputs, more elements than one grid, a launch under a side
+// stream, and, with two GPUs, inputs on the one that is not current.
 // Check your answer with:  python -m myops.exercises check 03
 #define TORCH_ASSERT_ONLY_METHOD_OPERATORS
 #include <ATen/core/Tensor.h>

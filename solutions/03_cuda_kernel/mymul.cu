@@ -35,7 +35,7 @@ at::Tensor mymul_cuda(const at::Tensor& self, const at::Tensor& other) {
               self.device(), " and ", other.device());
   const at::Tensor a = self.contiguous();
   const at::Tensor b = other.contiguous();
-  const c10::cuda::CUDAGuard device_guard(a.device());  // allocate and launch on the inputs' GPU
+  const c10::cuda::CUDAGuard device_guard(a.device());  // the stream and the launch: the inputs' GPU
   at::Tensor out = at::empty(a.sizes(), a.options());
   const int64_t n = out.numel();
   if (n == 0) {
