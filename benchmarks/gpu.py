@@ -11,7 +11,8 @@ compute-sanitizer (memcheck, and racecheck where a kernel uses shared memory), r
 torchrun with NCCL, one rank per GPU (two at most) on 127.0.0.1 (one GPU: one rank, so NCCL and DTensor run our
 CUDA kernels but no data crosses between GPUs; skipped where torch has no NCCL), then measures on the GPU:
 myadd GB/s against torch.add and a copy (the bandwidth bound), contiguous and transposed; myrmsnorm GB/s against
-torch.nn.functional.rms_norm; mymatmul TFLOP/s against torch.matmul; each for four float dtypes. Every step has a
+torch.nn.functional.rms_norm, and notebook 17's Triton myrmsnorm against it and the CUDA C++ one; mymatmul
+TFLOP/s against torch.matmul; each for four float dtypes. Every step has a
 time limit, and none runs past the whole run's budget (--budget, 5 minutes, cold build included): a step still
 running then is stopped and reported as timed out, the measurements keep what they took.
 
@@ -207,6 +208,8 @@ def describe(plan: Plan) -> str:
                      + ", ".join(f"2^{n.bit_length() - 1}" for n in plan.myadd_elements) + " elements")
         lines.append(f"myrmsnorm vs rms_norm: {', '.join(plan.dtypes)} at "
                      + ", ".join(f"{r}x{c}" for r, c in plan.myrmsnorm_shapes))
+        lines.append(f"triton myrmsnorm (tritonops::myrmsnorm, compiled by Triton) vs the CUDA C++ myrmsnorm, rms_norm "
+                     f"and copy: {', '.join(plan.dtypes)} at " + ", ".join(f"{r}x{c}" for r, c in plan.myrmsnorm_shapes))
         lines.append(f"mymatmul (CUDA cores) vs torch.matmul (cuBLAS): {', '.join(plan.dtypes)} at n = "
                      + ", ".join(str(n) for n in plan.matmul_sizes))
     return "\n".join(lines)
@@ -511,7 +514,63 @@ def measure(plan: Plan, device: str = "cuda", seconds_of=cuda_seconds, l2_bytes:
             results["mymatmul"].append({"dtype": name, "n": n, "ours_on": ours_engine, "aten_on": aten_engine,
                                         "mymatmul_TFLOPs": flops / ours / 1e12,
                                         "aten_TFLOPs": flops / aten / 1e12, "ratio_vs_aten": aten / ours})
+    measure_triton(plan, device, seconds_of, launch, l2_bytes, g, results)
     return results
+
+
+# Values of the Triton operator against ATen's rms_norm: both round once to the dtype, from different summation orders.
+TRITON_TOLERANCE = {"float64": 1e-9, "float32": 1e-4, "bfloat16": 2e-2, "float16": 2e-3}
+
+
+def triton_unavailable(device: str) -> str | None:
+    """Why the Triton operator of notebook 17 cannot be measured on `device`; None when it can."""
+    if torch.device(device).type != "cuda":
+        return f"Triton compiles kernels for GPUs: nothing to measure on {device}"
+    try:
+        import triton  # noqa: F401
+        from torch.library import triton_op, wrap_triton  # noqa: F401
+    except ImportError as error:
+        return f"this torch cannot make Triton operators: {error}"
+    return None
+
+
+def measure_triton(plan: Plan, device: str, seconds_of, launch: float, l2_bytes: int, g, results: dict,
+                   op=None) -> None:
+    """tritonops::myrmsnorm (myops/triton_ops.py, compiled by Triton) on myrmsnorm's shapes: values against
+    rms_norm, GB/s next to the CUDA C++ myrmsnorm, rms_norm and a copy of the input (the bound: each element read
+    and written once). `op` replaces the operator where tests run this on CPU (its kernel interpreted); without
+    it, a device Triton cannot compile for gets one row saying why."""
+    import torch.nn.functional as F
+
+    rows = results.setdefault("triton", [])
+    if op is None:
+        if (reason := triton_unavailable(device)) is not None:
+            rows.append({"skipped": reason})
+            return
+        from myops import triton_ops
+
+        op = triton_ops.myrmsnorm
+    for name in plan.dtypes:
+        dtype = getattr(torch, name)
+        itemsize = torch.empty(0, dtype=dtype).element_size()
+        for n_rows, cols in plan.myrmsnorm_shapes:
+            x = torch.randn(n_rows, cols, device=device, dtype=dtype, generator=g)
+            w = torch.randn(cols, device=device, dtype=dtype, generator=g)
+            expected = F.rms_norm(x, (cols,), w, 1e-6)
+            torch.testing.assert_close(op(x, w, 1e-6), expected, rtol=TRITON_TOLERANCE[name],
+                                       atol=TRITON_TOLERANCE[name])
+            out = torch.empty_like(x)
+            seconds = {"triton": seconds_of(lambda: op(x, w, 1e-6), plan.min_run_time_s),
+                       "cuda_cpp": seconds_of(lambda: torch.ops.myops.myrmsnorm.default(x, w, 1e-6),
+                                              plan.min_run_time_s),
+                       "aten": seconds_of(lambda: F.rms_norm(x, (cols,), w, 1e-6), plan.min_run_time_s),
+                       "copy": seconds_of(lambda: out.copy_(x), plan.min_run_time_s)}
+            moved = 2 * x.numel() * itemsize
+            rows.append({"dtype": name, "rows": n_rows, "cols": cols,
+                         "regime": regime(seconds["triton"], moved, launch, l2_bytes),
+                         **{f"{key}_GBps": moved / s / 1e9 for key, s in seconds.items()},
+                         "ratio_vs_cuda_cpp": seconds["cuda_cpp"] / seconds["triton"],
+                         "ratio_vs_copy": seconds["copy"] / seconds["triton"]})
 
 
 # -- results and plots (no GPU needed) ---------------------------------------------------------------
@@ -555,6 +614,11 @@ def write_results(out: Path, results: dict) -> list[Path]:
         "myrmsnorm_GBps": plot_series(measured.get("myrmsnorm", []), "rows",
                                       {"myrmsnorm_GBps": "myrmsnorm", "aten_GBps": "F.rms_norm"},
                                       "GB/s", "myrmsnorm vs torch.nn.functional.rms_norm (CUDA)"),
+        "triton_myrmsnorm_GBps": plot_series([r for r in measured.get("triton", []) if "dtype" in r], "rows",
+                                             {"triton_GBps": "tritonops::myrmsnorm (Triton)",
+                                              "cuda_cpp_GBps": "myops::myrmsnorm (CUDA C++)",
+                                              "aten_GBps": "F.rms_norm", "copy_GBps": "copy"},
+                                             "GB/s", "the Triton myrmsnorm of notebook 17 vs CUDA C++, ATen and a copy"),
         "mymatmul_TFLOPs": plot_series(measured.get("mymatmul", []), "n",
                                        {"mymatmul_TFLOPs": "mymatmul (CUDA cores)",
                                         "aten_TFLOPs": "torch.matmul (cuBLAS)"},
@@ -591,6 +655,11 @@ def summary(results: dict) -> str:
     for r in measured.get("myrmsnorm", []):
         lines.append(f"myrmsnorm {r['dtype']:<9} {r['rows']}x{r['cols']:<10}{r['myrmsnorm_GBps']:8.0f} GB/s  "
                      f"rms_norm {r['aten_GBps']:6.0f}  vs aten {r['ratio_vs_aten']:.2f}  [{r['regime']}]")
+    for r in measured.get("triton", []):
+        lines.append(f"triton    skipped: {r['skipped']}" if "skipped" in r else
+                     f"triton    {r['dtype']:<9} {r['rows']}x{r['cols']:<10}{r['triton_GBps']:8.0f} GB/s  CUDA C++ "
+                     f"{r['cuda_cpp_GBps']:6.0f}  rms_norm {r['aten_GBps']:6.0f}  copy {r['copy_GBps']:6.0f}  "
+                     f"vs C++ {r['ratio_vs_cuda_cpp']:.2f}  vs copy {r['ratio_vs_copy']:.2f}  [{r['regime']}]")
     for r in measured.get("mymatmul", []):
         lines.append(f"mymatmul  {r['dtype']:<9} n={r['n']:<6} {r['mymatmul_TFLOPs']:8.2f} TFLOP/s ({r['ours_on']})"
                      f"  torch.matmul {r['aten_TFLOPs']:7.2f} ({r['aten_on']})  vs aten {r['ratio_vs_aten']:.2f}")

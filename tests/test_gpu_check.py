@@ -120,7 +120,8 @@ def test_dry_run_lists_every_step_and_asks_nothing_of_the_backend(tmp_path, caps
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].endswith("; the whole run within 300 s")
     assert [line.split(" ")[0].rstrip(":") for line in lines] == [
-        "results", "machine", "build", "tests", "sanitizer", "sanitizer", "nccl", "myadd", "myrmsnorm", "mymatmul"]
+        "results", "machine", "build", "tests", "sanitizer", "sanitizer", "nccl", "myadd", "myrmsnorm", "triton",
+        "mymatmul"]
     assert "-m myops.build --jobs" in lines[2] and "-m cuda tests" in lines[3]
     assert lines[4].startswith("sanitizer memcheck") and "mymatmul_tiled_kernel" in lines[4]
     assert "mymatmul (CUDA cores) vs torch.matmul (cuBLAS): float16, bfloat16, float32, float64" in lines[-1]
@@ -266,7 +267,8 @@ def test_full_run_with_fake_measurements_writes_results_and_plots(tmp_path, caps
     assert gpu.main(["--out", str(tmp_path)], backend=backend) == gpu.EXIT_OK
     assert backend.calls == ["toolkit", "build", "run_tests", "sanitize /cs", "nccl", "measure"]
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "myadd_GBps.png", "mymatmul_TFLOPs.png", "myrmsnorm_GBps.png", "results.json"]
+        "myadd_GBps.png", "mymatmul_TFLOPs.png", "myrmsnorm_GBps.png", "results.json",
+        "triton_myrmsnorm_GBps.png"]
     results = results_of(tmp_path)
     assert results["gpu"] == "fake GPU" and results["torch"] == "2.11.0+cu130" and results["exit_status"] == 0
     assert [s["name"] for s in results["steps"]] == ["build", "tests", "sanitizer memcheck", "sanitizer racecheck",

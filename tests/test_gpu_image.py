@@ -93,7 +93,7 @@ def test_the_gpu_check_plans_every_step_and_reports_no_gpu(tree, tmp_path):
     assert dry.returncode == 0, dry.stderr[-3000:]
     steps = [line.split(" ")[0].rstrip(":") for line in dry.stdout.splitlines()]
     assert steps == ["results", "machine", "build", "tests", "sanitizer", "sanitizer", "nccl", "myadd", "myrmsnorm",
-                     "mymatmul"]
+                     "triton", "mymatmul"]
     run = in_image(tree, "-m", "benchmarks.gpu", "--out", str(tmp_path), timeout=300)
     assert run.returncode == 3, run.stdout + run.stderr[-3000:]
     assert run.stdout.startswith("ran on: torch 2.11.0+cu130 (CUDA 13.0), ")

@@ -253,3 +253,22 @@ def test_compiled_kernel_under_torch_compile_on_cuda(module, monkeypatch):
     assert not any("torch.ops.tritonops.myrmsnorm.default(" in code for code in codes)
     torch.testing.assert_close(out, module.reference(x.sin(), w) * 2, rtol=1e-5, atol=1e-5)
 
+
+
+# -- the GPU check's Triton part, on CPU: the interpreted kernel and a stand-in timer ------------------------------
+def test_the_gpu_checks_triton_measurement_runs_on_cpu(T, layers, tmp_path):
+    from benchmarks import gpu
+
+    plan = gpu.make_plan(gpu.parse_args(["--out", str(tmp_path)]))
+    plan.myrmsnorm_shapes = ((3, 1500), (17, 64))
+    results = {}
+    gpu.measure_triton(plan, "cpu", lambda fn, t: (fn(), 1e-3)[1], 1e-3, 2**14, torch.Generator().manual_seed(0),
+                       results, op=T.myrmsnorm)
+    rows = results["triton"]
+    assert [(r["dtype"], r["rows"]) for r in rows] == [(d, n) for d in gpu.DTYPES for n in (3, 17)]
+    assert rows[0]["triton_GBps"] == pytest.approx(2 * 3 * 1500 * 2 / 1e-3 / 1e9) and rows[0]["ratio_vs_copy"] == 1
+    assert "triton    float64   17x64" in gpu.summary({"measurements": results})
+    assert (tmp_path / "triton_myrmsnorm_GBps.png") in gpu.write_results(tmp_path, {"measurements": results})
+    skipped = {}
+    gpu.measure_triton(plan, "cpu", None, 1e-3, 0, None, skipped)  # no operator given: nothing runs on a CPU
+    assert skipped == {"triton": [{"skipped": "Triton compiles kernels for GPUs: nothing to measure on cpu"}]}
