@@ -34,7 +34,7 @@ def test_op_without_wrapper_falls_through(layers):
     assert table["AutocastCPU"] == "fallthrough"
 
 
-def test_promote_runs_in_the_widest_type(layers):
+def test_promote_casts_to_float32_when_either_input_is_float32(layers):
     x, w = torch.randn(4, 16, dtype=torch.bfloat16), torch.randn(16)
     with pytest.raises(RuntimeError, match="expected tensors of the same dtype, got BFloat16 and Float"):
         myops.myrmsnorm(x, w)

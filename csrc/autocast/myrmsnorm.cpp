@@ -17,10 +17,10 @@ template <c10::DispatchKey kAutocastKey, c10::DeviceType kDevice>
 at::Tensor myrmsnorm_autocast(const at::Tensor& self, const at::Tensor& weight, double eps) {
   MYOPS_TRACE(kAutocastKey);
   c10::impl::ExcludeDispatchKeyGuard no_autocast(kAutocastKey);
-  const at::ScalarType widest = at::autocast::promote_type(
+  const at::ScalarType cast_to = at::autocast::promote_type(
       at::autocast::get_lower_precision_fp_from_device_type(kDevice), kDevice, self, weight);
-  return myops::myrmsnorm(at::autocast::cached_cast(widest, self, kDevice),
-                          at::autocast::cached_cast(widest, weight, kDevice), eps);
+  return myops::myrmsnorm(at::autocast::cached_cast(cast_to, self, kDevice),
+                          at::autocast::cached_cast(cast_to, weight, kDevice), eps);
 }
 // END wrapper
 

@@ -3,7 +3,7 @@
 //
 // ex07::mynorm(self) = sqrt(sum(self^2)), the 2-norm of all elements, has its schema, CPU kernel and dispatch
 // function given. The kernel returns the dtype of its input. Under torch.autocast("cpu") a bfloat16 result
-// of a sum of squares keeps 8 bits of mantissa: a reduction is one of the operators that autocast runs in
+// of a sum of squares keeps 8 significant bits: a reduction is one of the operators that autocast runs in
 // float32 (the "fp32 policy": on CPU e.g. ATen's prod and mse_loss, on CUDA also sum, norm and softmax), not in
 // the lower precision.
 // Your part:
