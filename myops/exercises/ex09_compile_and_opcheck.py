@@ -5,18 +5,23 @@ from myops.exercises.expect import call, expect_close, expect_raises, opcheck, r
 from myops.exercises.runner import Context, Unsolved
 
 
+def _meta(*sizes, dtype=torch.float32):
+    return torch.empty(*sizes, dtype=dtype, device="meta")
+
+
 def check(context: Context) -> None:
     require_op("ex09", "mymatmul", f"keep the TORCH_LIBRARY block of {context.file('mymatmul.cpp')}")
     require_kernel(context, "ex09::mymatmul", "Meta",
                    "register mymatmul_meta in a TORCH_LIBRARY_IMPL(ex09, Meta, m) block")
     op = torch.ops.ex09.mymatmul.default
     for dtype in (torch.float32, torch.float64):
-        a, b = torch.empty(3, 4, dtype=dtype, device="meta"), torch.empty(4, 5, dtype=dtype, device="meta")
         expect_close(f"ex09::mymatmul on meta {dtype} tensors of shapes [3, 4] and [4, 5]",
-                     call("ex09::mymatmul on meta tensors", op, a, b), torch.empty(3, 5, dtype=dtype, device="meta"))
-    for shapes in (((3, 4), (5, 6)), ((3, 4), (4,))):
-        expect_raises(f"ex09::mymatmul on meta tensors of shapes {[list(s) for s in shapes]}", op,
-                      torch.empty(*shapes[0], device="meta"), torch.empty(*shapes[1], device="meta"),
+                     call("ex09::mymatmul on meta tensors", op, _meta(3, 4, dtype=dtype), _meta(4, 5, dtype=dtype)),
+                     _meta(3, 5, dtype=dtype))
+    for what, inputs in (("shapes [[3, 4], [5, 6]]", (_meta(3, 4), _meta(5, 6))),
+                         ("shapes [[3, 4], [4]]", (_meta(3, 4), _meta(4))),
+                         ("dtypes float32 and float64", (_meta(3, 4), _meta(4, 5, dtype=torch.float64)))):
+        expect_raises(f"ex09::mymatmul on meta tensors of {what}", op, *inputs,
                       hint="the CPU kernel rejects them: make the Meta kernel run the same checks")
     opcheck("ex09::mymatmul", op, [(randn(3, 4), randn(4, 5, seed=1))], ("test_schema", "test_faketensor"))
     # With symbolic sizes, a kernel that reads plain sizes does not fail: it fixes each size to the value it
@@ -30,6 +35,6 @@ def check(context: Context) -> None:
     with mode:
         out = call("ex09::mymatmul on fake tensors with symbolic sizes", op, a, b)
     if not all(isinstance(size, torch.SymInt) for size in out.shape):
-        raise Unsolved(f"on fake tensors of symbolic shapes [s0, s1] and [s1, s2], ex09::mymatmul returned the "
-                       f"fixed shape {list(out.shape)}: read the sizes as SymInts (sym_size, at::empty_symint), "
+        raise Unsolved(f"on fake tensors of shapes [3, 4] and [4, 5], every size symbolic, ex09::mymatmul returned "
+                       f"the fixed shape {list(out.shape)}: read the sizes as SymInts (sym_size, at::empty_symint), "
                        "or torch.compile(dynamic=True) recompiles for every shape")
