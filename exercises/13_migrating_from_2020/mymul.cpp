@@ -10,6 +10,8 @@
 //   2. the autograd kernel's guard is the deprecated at::AutoNonVariableTypeMode (it warns at run time);
 //   3. the autograd kernel returns apply(...)[0]: apply() returns a Tensor, and [0] is its first row (a bug
 //      already in 2020);
+//   (2 and 3 show only once 1 is fixed: the catch-all's CompositeImplicitAutograd kernel fills AutogradCPU
+//   ahead of the Autograd kernel, so mymul_autograd never runs while it is there)
 //   4. the autocast wrapper sits on the `Autocast` key, which is AutocastCUDA, and calls cached_cast without a
 //      device type (its default is CUDA): in 2020 autocast existed only for CUDA; today, on CPU, the wrapper
 //      never runs and would cast nothing.
