@@ -5,8 +5,10 @@
 //   1. Meta kernels for myscale and myscale_ (shapes and dtypes only, with the CPU kernels' checks), registered
 //      in a TORCH_LIBRARY_IMPL(ex15, Meta, m) block: export runs the model on fake tensors, which dispatch to
 //      Meta (a Python fake kernel, torch.library.register_fake, would do as well).
-//   2. myscale_ returns the tensor it writes (-> Tensor(a!)). Export's functionalization takes such a custom
-//      operator only when it is tagged as in place: give its m.def the tag {at::Tag::inplace}.
+//   2. myscale_ returns the tensor it writes (-> Tensor(a!)). Export's functionalization takes a custom operator
+//      whose return aliases an argument only when it is tagged in place (at::Tag::inplace) or out=
+//      (at::Tag::out), or has a Functionalize kernel of its own. myscale_ writes self and returns it: give its
+//      m.def the tag {at::Tag::inplace}.
 // Then write export_model and compile_package in model.py.
 // Check your answer with:  python -m myops.exercises check 15
 #define TORCH_ASSERT_ONLY_METHOD_OPERATORS
