@@ -122,8 +122,7 @@ ANSWERS = [
             "const c10::cuda::OptionalCUDAGuard device_guard(at::device_of(self));"),
            ("mymul.cu", "AT_DISPATCH_FLOATING_TYPES(", "AT_DISPATCH_FLOATING_TYPES_AND_HALF("),
            verdict=SOLVED, without_gpu=NOT_RUN),
-    answer("03", "no-guard", ("mymul.cu", "  const c10::cuda::CUDAGuard device_guard(a.device());  // allocate and "
-                              "launch on the inputs' GPU\n", ""),
+    answer("03", "no-guard", ("mymul.cu", "const c10::cuda::CUDAGuard device_guard(a.device());", ""),
            verdict="not solved yet: answer/03_cuda_kernel/mymul.cu does not use CUDAGuard: take a c10::cuda::CUDAGuard "
            "on the inputs' device before allocating"),
     answer("03", "default-stream", ("mymul.cu", "<<<blocks, kThreads, 0, stream>>>", "<<<blocks, kThreads>>>"),
@@ -148,8 +147,8 @@ ANSWERS = [
            ("mymul.cu", "  const c10::cuda::CUDAGuard device_guard(", "  const cudaStream_t stream = "
             "at::cuda::getCurrentCUDAStream();\n  const c10::cuda::CUDAGuard device_guard("),
            verdict=r"re:not solved yet: ex03::mymul on cuda:1 inputs while cuda:0 is current .*take the CUDAGuard on "
-           r"the inputs' device first, then the stream \(at::cuda::getCurrentCUDAStream\(\) is the current device's\) "
-           r"and the output.*", without_gpu=NOT_RUN, with_one_gpu=SOLVED),
+           r"the inputs' device first, then the stream \(at::cuda::getCurrentCUDAStream\(\) is the current device's\)"
+           r".*", without_gpu=NOT_RUN, with_one_gpu=SOLVED),
     # -- 04: an autograd kernel -----------------------------------------------------------------------------
     answer("04", "backward-with-aten", ("mymul.cpp", "return {ex04::mymul(grad, saved[1]), ex04::mymul(grad, saved[0])};",
                                         "return {at::mul(grad, saved[1]), at::mul(saved[0], grad)};"), verdict=SOLVED),

@@ -59,13 +59,13 @@ def check(context: Context) -> str | None:
 
 
 def _expect_on_the_inputs_gpu(op) -> None:
-    """Inputs on cuda:1 while cuda:0 is current. What is taken before the CUDAGuard belongs to cuda:0: a stream of
-    cuda:0 cannot run a kernel while cuda:1 is current (CUDA refuses such a launch), and memory allocated there
-    is on the wrong GPU. Only a second GPU shows either."""
+    """Inputs on cuda:1 while cuda:0 is current. A stream taken before the CUDAGuard is cuda:0's
+    (getCurrentCUDAStream() without an index reads the current device, c10/cuda/CUDAStream.h), and CUDA refuses to
+    launch a kernel into a stream of a device that is not current. Only a second GPU shows it."""
     a, b = randn(1 << 20, seed=9, device="cuda:1"), randn(1 << 20, seed=10, device="cuda:1")
     what = "ex03::mymul on cuda:1 inputs while cuda:0 is current"
     hint = ("take the CUDAGuard on the inputs' device first, then the stream (at::cuda::getCurrentCUDAStream() is "
-            "the current device's) and the output")
+            "the current device's)")
     with torch.cuda.device(0):
         try:
             out = op(a, b)
