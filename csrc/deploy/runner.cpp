@@ -32,7 +32,9 @@ struct Failure {
 // BEGIN load_library
 // The package names our operators (myops::myadd, ...) but holds none of their code: the operators must be
 // registered with the dispatcher before the package is loaded. dlopen runs the library's static initializers,
-// which are its TORCH_LIBRARY and TORCH_LIBRARY_IMPL blocks, exactly as torch.ops.load_library does in Python.
+// which are its TORCH_LIBRARY and TORCH_LIBRARY_IMPL blocks, as torch.ops.load_library does in Python. That one
+// opens it RTLD_LOCAL (ctypes.CDLL's default); RTLD_GLOBAL here also shows its symbols to libraries opened later.
+// The package needs neither: it calls our operators by name, through the dispatcher, not by symbol.
 void load_library(const std::string& path) {
   if (dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL) == nullptr) {
     throw Failure{std::string("cannot load ") + path + ": " + dlerror()};
