@@ -124,7 +124,7 @@ ANSWERS = [
            verdict=SOLVED, without_gpu=NOT_RUN),
     answer("03", "no-guard", ("mymul.cu", "const c10::cuda::CUDAGuard device_guard(a.device());", ""),
            verdict="not solved yet: answer/03_cuda_kernel/mymul.cu does not use CUDAGuard: take a c10::cuda::CUDAGuard "
-           "on the inputs' device before allocating"),
+           "on the inputs' device before taking the stream and launching"),
     answer("03", "default-stream", ("mymul.cu", "<<<blocks, kThreads, 0, stream>>>", "<<<blocks, kThreads>>>"),
            verdict="not solved yet: the launch <<<blocks, kThreads>>> names no stream, so it runs on the default "
            "stream: launch with <<<blocks, threads, 0, stream>>>, stream = at::cuda::getCurrentCUDAStream()"),
@@ -287,7 +287,7 @@ ANSWERS = [
     # -- 09: a Meta kernel ----------------------------------------------------------------------------------
     answer("09", "plain-sizes", ("mymatmul.cpp", "at::empty_symint({self.sym_size(0), other.sym_size(1)}, self.options())",
                                  "at::empty({self.size(0), other.size(1)}, self.options())"),
-           verdict="not solved yet: on fake tensors of symbolic shapes [s0, s1] and [s1, s2], ex09::mymatmul returned "
+           verdict="not solved yet: on fake tensors of shapes [3, 4] and [4, 5], every size symbolic, ex09::mymatmul returned "
            "the fixed shape [3, 5]: read the sizes as SymInts (sym_size, at::empty_symint), or "
            "torch.compile(dynamic=True) recompiles for every shape"),
     answer("09", "sym-sizes-array", ("mymatmul.cpp", "at::empty_symint({self.sym_size(0), other.sym_size(1)}, self.options())",

@@ -19,7 +19,7 @@ def check(context: Context) -> str | None:
     if "not solved yet" in text:
         raise Unsolved("mymul_cuda still ends in the stub's TORCH_CHECK(false, ...); replace it with the launch")
     for needed, why in (("__global__", "write the kernel as a __global__ function"),
-                        ("CUDAGuard", "take a c10::cuda::CUDAGuard on the inputs' device before allocating"),
+                        ("CUDAGuard", "take a c10::cuda::CUDAGuard on the inputs' device before taking the stream and launching"),
                         ("getCurrentCUDAStream", "launch on at::cuda::getCurrentCUDAStream(), the caller's stream"),
                         ("C10_CUDA_KERNEL_LAUNCH_CHECK", "check the launch with C10_CUDA_KERNEL_LAUNCH_CHECK()")):
         if needed not in text:
