@@ -343,7 +343,9 @@ def run_nccl(plan: Plan) -> Step:
              "one GPU, so one rank: NCCL and DTensor ran our CUDA kernels, but no data crossed between GPUs")
     start = time.perf_counter()
     try:
-        run = sharded_run.launch(ranks, backend="nccl", timeout_s=plan.time_left(plan.nccl_timeout_s))
+        # Stopping a launch that timed out takes up to 2 * STOP_GRACE_S more: keep that inside the step's limit.
+        limit = plan.time_left(plan.nccl_timeout_s) - 2 * sharded_run.STOP_GRACE_S
+        run = sharded_run.launch(ranks, backend="nccl", timeout_s=max(1.0, limit))
     except TimeoutError as error:
         return Step("nccl", "timed out", time.perf_counter() - start, str(error))
     seconds, lines = time.perf_counter() - start, run.stdout.splitlines()

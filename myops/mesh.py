@@ -94,10 +94,13 @@ def one_process() -> contextlib.AbstractContextManager:
 def init_process_group(backend: str = "gloo", timeout_s: float = 60.0) -> DeviceMesh:
     """Join the process group of a torchrun launch on this host; returns the 1-D mesh of all its ranks.
 
-    torchrun sets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT. The address must be loopback and
-    gloo is bound to the loopback interface, so no other machine is ever contacted. gloo meshes are on the CPU;
-    nccl needs one GPU per rank, the one of its local rank. A rank that does not arrive (it died, its port was
-    taken) makes the others fail after timeout_s instead of waiting forever.
+    torchrun sets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT. The address must be loopback, so every
+    connection goes to this machine; gloo's sockets go on the loopback interface unless GLOO_SOCKET_IFNAME is set
+    already (torchrun's own rendezvous store listens on every interface: see myops.sharded_run). gloo meshes are on
+    the CPU; nccl needs one GPU per rank, the one of its local rank. A rank that dies ends torchrun's launch at
+    once. One that lives but never joins makes the others fail timeout_s after they joined (DistStoreError "wait
+    timeout"); torchrun then sends SIGTERM to the ranks left and kills them 30 s later if they are still running
+    (`LocalElasticAgent._shutdown`).
     """
     missing = [name for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if name not in os.environ]
     if missing:

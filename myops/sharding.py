@@ -3,7 +3,8 @@
 DTensor (torch.distributed.tensor) knows how to shard ATen's operators, not ours: without a rule, calling
 myops::myadd on DTensors raises "does not have a sharding strategy registered". A rule lists the placements an
 operator accepts, one strategy per line: `(output placements, input placements)`, one placement per output and
-one per argument (None for a non-tensor argument such as eps). DTensor picks the strategy that needs the least
+one per argument, None for a non-tensor one such as eps (DTensor counts only the tensor arguments' placements;
+`install` checks the full count against the schema). DTensor picks the strategy that needs the least
 communication, redistributes the inputs to it if they do not already match, runs our kernel on each rank's local
 shard, and labels the result with the output placement the rule claims. DTensor never checks that claim against
 the math: a rule is right only if every local result, so labelled, is the global result.
@@ -31,7 +32,8 @@ def elementwise(self, other) -> list[Strategy]:
 def rmsnorm(self, weight, eps=None) -> list[Strategy]:
     """myrmsnorm: rows are independent, the last dimension is reduced over: never shard it; weight replicated.
 
-    eps is absent when the caller leaves it at its default (DTensor passes only the arguments given).
+    eps reaches the rule only when it differs from its default: on its way into Python the dispatcher drops the
+    trailing arguments equal to their defaults (`parseIValuesToPyArgsKwargs`, torch/csrc/autograd/python_variable.cpp).
     """
     strategies = [([Replicate()], [Replicate(), Replicate(), None])]
     strategies += [([Shard(dim)], [Shard(dim), Replicate(), None]) for dim in range(self.ndim - 1)]
@@ -100,7 +102,8 @@ def rules() -> dict[torch._ops.OpOverload, Callable[..., Sequence[Strategy]]]:
     ops = torch.ops.myops
     return {
         ops.myadd.default: elementwise,
-        # In place, DTensor keeps only the strategies whose output is self's placement as it is: self never moves.
+        # In place, DTensor keeps only the strategies whose placements for self and for the output are both self's
+        # current one: self never moves.
         ops.myadd_.default: elementwise,
         ops.myrmsnorm.default: rmsnorm,
         ops.mymatmul.default: matmul,

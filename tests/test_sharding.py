@@ -1,6 +1,7 @@
 """DTensor: the sharding rules of myops/sharding.py on a simulated mesh and on two real processes (torchrun, gloo)."""
 import socket
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,7 @@ from torch.distributed.tensor import Partial, Replicate, Shard
 
 import myops
 from myops import sharded_run, sharding
-from myops.mesh import distribute, init_process_group, simulated_mesh
+from myops.mesh import LOOPBACK, distribute, init_process_group, simulated_mesh
 
 X = sharded_run.samples()  # made outside the simulation: one value for every rank
 
@@ -158,6 +159,46 @@ def test_a_rank_that_dies_ends_the_launch(layers):
     assert run.returncode != 0
     assert "rank 1: exiting on purpose" in run.stderr
     assert "ChildFailedError" in run.stderr and "exitcode  : 3" in run.stderr
+
+
+def processes_running(argument: bytes) -> list[str]:
+    """The ids of the processes whose command line holds argument."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if argument in cmdline.read_bytes().split(b"\0"):
+                found.append(cmdline.parent.name)
+        except OSError:  # ended meanwhile
+            pass
+    return found
+
+
+def test_a_hung_rank_is_killed_and_nothing_is_left(layers):
+    """Rank 1 never joins and ignores SIGTERM; torchrun starts it in a session of its own, so only finding every
+    process of the launch ends it. launch() must return within its stop bound, leaving no process."""
+    assert processes_running(b"--hang-rank") == []
+    start, timeout_s = time.monotonic(), 30
+    with pytest.raises(TimeoutError) as error:
+        sharded_run.launch(2, extra=("--hang-rank", "1"), timeout_s=timeout_s)
+    elapsed = time.monotonic() - start
+    assert str(error.value).startswith("myops.sharded_run: 2 ranks did not finish within 30 s; killed them")
+    assert "rank 1: hanging on purpose, deaf to SIGTERM (--hang-rank)" in str(error.value)  # it was past SIGTERM
+    assert processes_running(b"--hang-rank") == []
+    assert elapsed < timeout_s + 2 * sharded_run.STOP_GRACE_S + 30  # generous: without the stop it never returns
+
+
+def test_the_rendezvous_store_listens_on_every_interface():
+    """What sharded_run says of torchrun's store: a TCPStore server given 127.0.0.1 listens on all addresses."""
+    store = dist.TCPStore(LOOPBACK, 0, is_master=True, wait_for_workers=False)
+    listening = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for row in Path(table).read_text().splitlines()[1:] if Path(table).exists() else []:
+            local, state = row.split()[1], row.split()[3]
+            address, port = local.rsplit(":", 1)
+            if state == "0A" and int(port, 16) == store.port:  # 0A: LISTEN
+                listening.append(address)
+    del store
+    assert listening and all(set(address) == {"0"} for address in listening), listening  # 0.0.0.0 or ::
 
 
 def test_a_port_in_use_is_reported(layers):
