@@ -28,8 +28,9 @@ SIMD_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "av
               "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "neon", "asimd", "sve")
 
 
-def environment() -> dict:
-    """The machine, threads, torch and build flags behind a measurement: store it with the numbers."""
+def environment(threads: int | tuple[int, ...] | None = None) -> dict:
+    """The machine, threads, torch and build flags behind a measurement: store it with the numbers.
+    `threads`: the thread count(s) the measurement ran with (default: the process's, torch.get_num_threads())."""
     from myops import build
 
     cpu_model, flags = "", set()
@@ -43,7 +44,7 @@ def environment() -> dict:
     return {
         "cpu": cpu_model or platform.processor() or platform.machine(),
         "simd": [flag for flag in SIMD_FLAGS if flag in flags],
-        "threads": torch.get_num_threads(),
+        "threads": torch.get_num_threads() if threads is None else threads,
         "cpus": os.cpu_count(),
         # runnable processes, averaged over the last minute: above the CPU count, threads wait for cores
         "load_average": round(os.getloadavg()[0], 1),
@@ -58,13 +59,33 @@ def describe(env: dict) -> str:
     """One line for a plot title: CPU, SIMD, threads, torch, our compiler flags."""
     widest = [flag for flag in env["simd"] if flag in ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_tile",
                                                         "asimd", "sve")]
-    return (f"{env['cpu']} ({' '.join(widest) or 'no vector flags'}), {env['threads']} threads, "
+    return (f"{env['cpu']} ({' '.join(widest) or 'no vector flags'}), {describe_threads(env['threads'])}, "
             f"load {env['load_average']} on {env['cpus']} CPUs, torch {env['torch']} "
             f"(ATen {env['aten_cpu_capability']}), {' '.join(env['cxx_flags'])}")
 
 
+def describe_threads(threads) -> str:
+    """'1 thread', '2 threads', '1 and 2 threads': a count, or the counts a plot's measurements ran with."""
+    counts = sorted(set(threads)) if isinstance(threads, (list, tuple)) else [threads]
+    return " and ".join(map(str, counts)) + (" thread" if counts == [1] else " threads")
+
+
 def _title(ax, title: str, env: dict | None) -> None:
     ax.set_title(title if env is None else f"{title}\n{describe(env)}", fontsize=9 if env else None, wrap=True)
+
+
+def vectorized_float_lanes() -> int | None:
+    """Floats in one at::vec::Vectorized<float> of our JIT-built layers, as cpu/vectorized.h chooses it from what
+    the compiler predefines for CXX_FLAGS on this machine: 16 (AVX-512), 8 (AVX2), 4 (aarch64: NEON needs no
+    macro, ATen/cpu/vec/vec128/vec128.h); None where ATen's generic Vectorized (scalar loops) is left."""
+    from myops import build
+
+    macros = set(build.native_target(os.environ.get("CXX", "c++")).split())
+    if {"__AVX512F__", "__AVX512BW__", "__AVX512DQ__", "__AVX512VL__"} <= macros:
+        return 16
+    if {"__AVX2__", "__FMA__", "__F16C__"} <= macros:
+        return 8
+    return 4 if "__aarch64__" in macros else None
 
 
 def _median_seconds(stmt: str, num_threads: int, min_run_time: float, **values) -> float:
@@ -356,7 +377,7 @@ def plot_overhead(micros, env=None):
     ax.set_xlabel("microseconds per call (16 elements, one thread)")
     ax.invert_yaxis()
     if env is not None:
-        _title(ax, "per-call overhead", env)
+        _title(ax, "per-call overhead", {**env, "threads": 1})  # call_overhead times on one thread
     fig.tight_layout()
     return fig
 
@@ -382,7 +403,8 @@ def plot_matmul_steps(results: dict, title="from the textbook loop to mymatmul (
     ax.set_ylabel("GFLOP/s (log scale)")
     if len(results) > 1:
         ax.legend(frameon=False)
-    _title(ax, title, env)
+    # mymatmul_steps times torch.matmul on one thread too
+    _title(ax, title, None if env is None else {**env, "threads": (1, env["threads"])})
     fig.tight_layout()
     return fig
 

@@ -90,6 +90,17 @@ def test_environment_names_the_machine_and_the_flags():
     assert line in figure.axes[0].get_title()  # every plot says what it was measured on
 
 
+def test_titles_carry_the_thread_count_of_the_measurement():
+    env = perf.environment()
+    assert perf.describe(perf.environment(threads=1)).count(", 1 thread,") == 1
+    assert perf.describe_threads((1, 2, 2)) == "1 and 2 threads" and perf.describe_threads(3) == "3 threads"
+    # call_overhead times on one thread, mymatmul_steps torch.matmul on one thread besides the process's count
+    overhead = perf.plot_overhead({"torch.add": 1.0, "ratio_vs_aten": 1.0}, env={**env, "threads": 4})
+    assert ", 1 thread," in overhead.axes[0].get_title()
+    steps = perf.plot_matmul_steps({8: {"naive": 1.0, "torch.matmul": 2.0}}, env={**env, "threads": 4})
+    assert ", 1 and 4 threads," in steps.axes[0].get_title()
+
+
 @pytest.fixture(scope="module")
 def steps_layer(layers):
     build.load_layer("bench")
@@ -115,16 +126,10 @@ def test_unknown_step_is_named(steps_layer):
 
 def test_register_tile_is_whole_vectors(steps_layer):
     rows, cols = torch.ops.myops_bench.mymatmul_tile(torch.float32)
-    # 6 rows of 2 vectors of 16 (AVX-512) or 8 (AVX2) floats, or the portable build's 4 x 8: the one that
-    # csrc/cpu/vectorized.h picks for what the compiler finds here
-    native = build.native_target("c++")
-    if all(f"#define __{name}__ 1" in native for name in ("AVX512F", "AVX512BW", "AVX512DQ", "AVX512VL")):
-        expected = (6, 32)
-    elif all(f"#define __{name}__ 1" in native for name in ("AVX2", "FMA", "F16C")):
-        expected = (6, 16)
-    else:
-        expected = (4, 8)
-    assert (rows, cols) == expected
+    # 6 rows of 2 vectors of 16 (AVX-512), 8 (AVX2) or 4 (NEON) floats, or the generic build's 4 x 8: the one
+    # that csrc/cpu/vectorized.h picks for what the compiler finds here
+    lanes = perf.vectorized_float_lanes()
+    assert (rows, cols) == ((4, 8) if lanes is None else (6, 2 * lanes))
     double_cols = cols // 2 if rows == 6 else cols
     assert torch.ops.myops_bench.mymatmul_tile(torch.float64) == [rows, double_cols]
     assert torch.ops.myops_bench.mymatmul_tile(torch.bfloat16) == [rows, cols]  # packed as float
