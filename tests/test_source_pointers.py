@@ -58,6 +58,8 @@ REQUIRED = {
     "12": "ATen/core/boxing/KernelFunction.h",
     "14": "torch/csrc/stable/library.h",
     "15": "torch/csrc/inductor/aoti_torch/oss_proxy_executor.h",
+    "16": "torch/distributed/tensor/experimental/_register_sharding.py",
+    "17": "torch/_library/triton.py",
 }
 
 
