@@ -654,19 +654,22 @@ ANSWERS += [
 
 
 # -- 17: a Triton kernel as an operator, run by Triton's interpreter and then without it --------------------
+NO_DECOMPOSITION = ("torch.compile decomposes a triton_op into its Triton kernel whatever the inputs' device, and "
+                    "Triton cannot run it on CPU tensors (nor the interpreter on fake ones), GPU or not: set "
+                    "torch._functorch.config.decompose_custom_triton_ops = False when it is compiled for CPU tensors")
 NO_CPU_FALLBACK = ('register a fallback written in PyTorch for CPU tensors, myaxpy.register_kernel("cpu"), used when '
                    'the interpreter is off')
 ANSWERS += [
     answer("17", "contiguous-copies",
            ("myaxpy.py", "def axpy_kernel(x_ptr, y_ptr, out_ptr, alpha, n, cols, x_stride0, x_stride1, y_stride0, "
-            "y_stride1,\n                BLOCK: tl.constexpr):", "def axpy_kernel(x_ptr, y_ptr, out_ptr, alpha, n, "
-            "BLOCK: tl.constexpr):"),
+            "y_stride1,\n                FP64: tl.constexpr, BLOCK: tl.constexpr):", "def axpy_kernel(x_ptr, y_ptr, out_ptr, "
+            "alpha, n, FP64: tl.constexpr, BLOCK: tl.constexpr):"),
            ("myaxpy.py", "    row, col = offsets // cols, offsets % cols\n", ""),
            ("myaxpy.py", "x_ptr + row * x_stride0 + col * x_stride1", "x_ptr + offsets"),
            ("myaxpy.py", "y_ptr + row * y_stride0 + col * y_stride1", "y_ptr + offsets"),
            ("myaxpy.py", "(x, y, out, alpha, n, x.shape[1], x.stride(0), x.stride(1),\n"
-            "                                                        y.stride(0), y.stride(1), BLOCK=BLOCK)",
-            "(x.contiguous(), y.contiguous(), out, alpha, n, BLOCK=BLOCK)"), verdict=SOLVED),
+            "                                                        y.stride(0), y.stride(1), FP64=",
+            "(x.contiguous(), y.contiguous(), out, alpha, n, FP64="), verdict=SOLVED),
     answer("17", "backward-through-the-op",
            ("myaxpy.py", "return ctx.alpha * grad, grad, None", "return myaxpy(grad, torch.zeros_like(grad), "
             "ctx.alpha), grad, None"), verdict=SOLVED),
@@ -711,16 +714,22 @@ ANSWERS += [
     answer("17", "no-fallback", ("myaxpy.py", "if not INTERPRETED:\n    # No interpreter: Triton cannot run CPU tensors, "
                                  "so they take the same arithmetic written in PyTorch.\n    @myaxpy.register_kernel(\"cpu\")\n"
                                  "    def _(x, y, alpha):\n        check_inputs(x, y)\n"
-                                 "        return (alpha * x.float() + y.float()).to(x.dtype)\n", ""),
+                                 "        acc = torch.float64 if x.dtype == torch.float64 else torch.float32\n"
+                                 "        return (alpha * x.to(acc) + y.to(acc)).to(x.dtype)\n", ""),
            verdict="not solved yet: without TRITON_INTERPRET, ex17::myaxpy has no kernel of its own on the CPU key: "
            "the dispatch table shows the default backend kernel there (triton_op's body, which launches the Triton "
            "kernel); " + NO_CPU_FALLBACK),
-    answer("17", "decomposed-on-cpu", ("myaxpy.py", "torch._functorch.config.decompose_custom_triton_ops = "
-                                       "torch.cuda.is_available() and not INTERPRETED\n", ""),
+    answer("17", "decomposed-on-cpu", ("myaxpy.py", "decompose_custom_triton_ops = False\n",
+                                       "decompose_custom_triton_ops = True\n"),
            verdict="not solved yet: opcheck's test_aot_dispatch_dynamic fails for ex17::myaxpy: RuntimeError: "
-           "Attempted to access the data pointer on an invalid python storage.: torch.compile decomposes a "
-           "triton_op into its Triton kernel, which cannot be compiled for CPU tensors: set "
-           "torch._functorch.config.decompose_custom_triton_ops = False where no GPU runs it"),
+           "Attempted to access the data pointer on an invalid python storage.: " + NO_DECOMPOSITION),
+    # Decomposed where a GPU is: CPU tensors still reach the Triton kernel (the check loads the answer as if a GPU
+    # were present), which Triton cannot run on them.
+    answer("17", "decomposed-where-a-gpu-is", ("myaxpy.py", "decompose_custom_triton_ops = False\n",
+                                               "decompose_custom_triton_ops = torch.cuda.is_available() and not "
+                                               "INTERPRETED\n"),
+           verdict="not solved yet: opcheck's test_aot_dispatch_dynamic fails for ex17::myaxpy without "
+           "TRITON_INTERPRET: RuntimeError: 0 active drivers ([]). There should only be one.: " + NO_DECOMPOSITION),
 ]
 
 

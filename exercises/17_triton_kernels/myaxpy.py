@@ -6,15 +6,17 @@ runs on CPU tensors, no GPU needed) and once more without it.
 ex17::myaxpy(x, y, alpha) = alpha * x + y, for x and y of one 2-D shape, any strides, any floating dtype:
   1. axpy_kernel, a @triton.jit kernel: each program computes BLOCK elements of the (contiguous) output. The
      last block reaches past the end unless the size is a multiple of BLOCK: mask its loads and stores. Read
-     x and y through their strides (pass them in), compute in float32, store in the output's dtype;
+     x and y through their strides (pass them in), compute in float32 (float64 for float64 inputs: a
+     tl.constexpr flag, as notebook 17's kernel does), store in the output's dtype;
   2. myaxpy, a torch.library.triton_op("ex17::myaxpy", mutates_args=()) that calls check_inputs, makes the
      output and launches the kernel through torch.library.wrap_triton(axpy_kernel)[grid](...);
   3. a fake kernel (@myaxpy.register_fake) for torch.compile and opcheck: triton_op's own fake kernel is the
      body above (torch/_library/triton.py, triton_op), which under the interpreter touches data;
   4. autograd (myaxpy.register_autograd): d x = alpha * grad, d y = grad;
-  5. where Triton cannot run CPU tensors (no GPU and no interpreter: INTERPRETED is False), a fallback written
-     in PyTorch for CPU tensors only (myaxpy.register_kernel);
-  6. what torch.compile needs to keep the operator whole on a machine without a GPU (notebook 17 shows it).
+  5. where Triton cannot run CPU tensors (no interpreter: INTERPRETED is False), a fallback written in PyTorch
+     for CPU tensors only (myaxpy.register_kernel);
+  6. what torch.compile needs to keep the operator whole when it compiles it for CPU tensors, with or without
+     a GPU in the machine (notebook 17 shows it).
 Check your answer with:  python -m myops.exercises check 17
 """
 import os

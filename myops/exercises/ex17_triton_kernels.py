@@ -33,8 +33,9 @@ FILE = "myaxpy.py"
 OP = "ex17::myaxpy"
 SCHEMA = "ex17::myaxpy(Tensor x, Tensor y, float alpha) -> Tensor"
 DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
-NO_DECOMPOSITION = ("torch.compile decomposes a triton_op into its Triton kernel, which cannot be compiled for CPU "
-                    "tensors: set torch._functorch.config.decompose_custom_triton_ops = False where no GPU runs it")
+NO_DECOMPOSITION = ("torch.compile decomposes a triton_op into its Triton kernel whatever the inputs' device, and "
+                    "Triton cannot run it on CPU tensors (nor the interpreter on fake ones), GPU or not: set "
+                    "torch._functorch.config.decompose_custom_triton_ops = False when it is compiled for CPU tensors")
 _RESULT_TAG = "@@ex17-fallback "
 
 
@@ -119,7 +120,8 @@ def run_kernel(watch: _Watch, what: str, fn, *args, hint_outside: str):
 # -- the check ----------------------------------------------------------------------------------------------
 
 def reference(x, y, alpha):
-    return (alpha * x.float() + y.float()).to(x.dtype)
+    acc = torch.float64 if x.dtype == torch.float64 else torch.float32
+    return (alpha * x.to(acc) + y.to(acc)).to(x.dtype)
 
 
 @contextlib.contextmanager
@@ -236,10 +238,15 @@ def _check_fallback(context: Context) -> None:
 
 
 def _fallback_verdict(folder: str, display: str) -> str:
-    """'' when CPU tensors work without the interpreter (no GPU: Triton cannot run them), else what is wrong."""
+    """'' when CPU tensors work without the interpreter (Triton cannot run them), else what is wrong. The answer
+    is loaded as on a machine with a GPU, so that one deciding on torch.cuda.is_available() fails here as there."""
     context = Context(Path(folder), display, BUILD_DIR)
     try:
-        context.load_python(FILE)
+        is_available, torch.cuda.is_available = torch.cuda.is_available, lambda: True
+        try:
+            context.load_python(FILE)
+        finally:
+            torch.cuda.is_available = is_available
         op = require_op("ex17", "myaxpy", f"define it with torch.library.triton_op in {context.file(FILE)}")
         if not triton_ops_to_kernels.get(OP):  # found in the source; an interpreted kernel is not recognised
             raise Unsolved(f"{OP} launches no kernel through wrap_triton: launch it with "

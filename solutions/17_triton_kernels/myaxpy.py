@@ -19,12 +19,13 @@ def check_inputs(x: Tensor, y: Tensor) -> None:
 
 @triton.jit
 def axpy_kernel(x_ptr, y_ptr, out_ptr, alpha, n, cols, x_stride0, x_stride1, y_stride0, y_stride1,
-                BLOCK: tl.constexpr):
+                FP64: tl.constexpr, BLOCK: tl.constexpr):
+    acc_type = tl.float64 if FP64 else tl.float32  # float16/bfloat16 compute in float32, float64 stays float64
     offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     inside = offsets < n  # the last block reaches past the end unless n is a multiple of BLOCK
     row, col = offsets // cols, offsets % cols
-    x = tl.load(x_ptr + row * x_stride0 + col * x_stride1, mask=inside).to(tl.float32)
-    y = tl.load(y_ptr + row * y_stride0 + col * y_stride1, mask=inside).to(tl.float32)
+    x = tl.load(x_ptr + row * x_stride0 + col * x_stride1, mask=inside).to(acc_type)
+    y = tl.load(y_ptr + row * y_stride0 + col * y_stride1, mask=inside).to(acc_type)
     tl.store(out_ptr + offsets, (alpha * x + y).to(out_ptr.dtype.element_ty), mask=inside)
 
 
@@ -34,7 +35,8 @@ def myaxpy(x: Tensor, y: Tensor, alpha: float) -> Tensor:
     out = torch.empty(x.shape, dtype=x.dtype, device=x.device)  # contiguous: the kernel writes it in order
     n = out.numel()
     wrap_triton(axpy_kernel)[(triton.cdiv(n, BLOCK),)](x, y, out, alpha, n, x.shape[1], x.stride(0), x.stride(1),
-                                                        y.stride(0), y.stride(1), BLOCK=BLOCK)
+                                                        y.stride(0), y.stride(1), FP64=x.dtype == torch.float64,
+                                                        BLOCK=BLOCK)
     return out
 
 
@@ -60,8 +62,10 @@ if not INTERPRETED:
     @myaxpy.register_kernel("cpu")
     def _(x, y, alpha):
         check_inputs(x, y)
-        return (alpha * x.float() + y.float()).to(x.dtype)
+        acc = torch.float64 if x.dtype == torch.float64 else torch.float32
+        return (alpha * x.to(acc) + y.to(acc)).to(x.dtype)
 
-# torch.compile decomposes a triton_op into its Triton kernel, which Inductor cannot compile for CPU tensors
-# (no GPU, or the interpreter): keep the operator whole, so the compiled graph calls it.
-torch._functorch.config.decompose_custom_triton_ops = torch.cuda.is_available() and not INTERPRETED
+# torch.compile decomposes a triton_op into its Triton kernel whatever the inputs' device (triton_op's
+# functional_decomp), and on CPU tensors neither the interpreter (fake tensors have no data) nor a GPU build of
+# Triton runs it. This operator is compiled for CPU tensors: keep it whole, so the compiled graph calls it.
+torch._functorch.config.decompose_custom_triton_ops = False
