@@ -144,8 +144,9 @@ def test_gradients(T, name):
 
 
 def test_dispatch_tables(module):
-    # custom_op registers the body on CompositeExplicitAutograd (every backend's default), register_fake on Meta,
-    # register_autograd on Autograd; register_kernel("cpu") is the one kernel on a backend key of its own.
+    # custom_op registers the body on CompositeExplicitAutograd (every backend's default) and its own Meta and
+    # Autograd kernels, which call what register_fake and register_autograd store; register_kernel("cpu") is the one
+    # kernel on a backend key of its own.
     for name in OPS:
         kinds = {key: r.kind for key, r in dispatch.registrations(name).items()}
         assert kinds["CUDA"] == "default backend kernel" and kinds["Meta"] == "kernel"
