@@ -12,17 +12,11 @@ import myops
 from myops import dispatch
 from myops.display import failures
 from myops.paths import BUILD_DIR, REPO_ROOT
-from myops.triton_interpreter import use_triton_interpreter
 from helpers import DTYPE_IDS, FLOAT_DTYPES, TOLERANCES, needs_gpu, rmsnorm_layouts, rmsnorm_reference
 
 RMSNORM_LAYOUTS = [name for name, _, _ in rmsnorm_layouts(torch.float32, "meta")]
 OPS = ["tritonops::myrmsnorm_opaque", "tritonops::myrmsnorm", "tritonops::myrmsnorm_portable"]
 TRITON_OPS = OPS[1:]  # made with triton_op
-
-
-# Without a GPU this process interprets Triton kernels (decided before triton is first imported).
-if not torch.cuda.is_available() and "triton" not in sys.modules:
-    use_triton_interpreter()
 
 
 @pytest.fixture(scope="module")
@@ -32,8 +26,7 @@ def module():
 
     if not torch.cuda.is_available():
         assert myops.triton_ops.interpreted(), (
-            "triton was imported in this process before this file could turn its interpreter on: run "
-            "tests/test_triton_ops.py in a process of its own")
+            "triton was imported in this process before tests/conftest.py could turn its interpreter on")
     return myops.triton_ops
 
 
