@@ -1,6 +1,7 @@
 # make lab   — set everything up (first time only) and open the notebooks in JupyterLab
 # make test  — set everything up (first time only) and run every test and every notebook
-# make site  — the course as a static website in build/site/, from the stored notebooks (nothing executed)
+# make site  — the course as a static website in build/site/ (Chinese: build/site/zh_CN/), from the stored notebooks
+# make lab-zh — the Chinese edition in JupyterLab: Chinese notebooks (build/zh/) in a Chinese interface
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
@@ -40,11 +41,34 @@ test: setup
 # Sphinx reads a staging folder under build/ that docs/course_site.py lays out; the notebooks are only read.
 # COURSE_REPOSITORY_URL=https://github.com/<owner>/<repo>/blob/main links each file's path to the hosted repository
 # (for a published site); without it the path links to the file itself, copied into the site.
+# The Chinese edition is the same sources with docs/locale/zh_CN's catalogues, under build/site/zh_CN/; every page
+# links to itself in the other language.
 SITE_SRC := build/site-src
 site: setup
 	mkdir -p $(SITE_SRC)
 	$(PY) -m sphinx -W --keep-going -q -b html -c docs $(SITE_SRC) build/site
-	@echo "site: build/site/index.html"
+	$(PY) -m sphinx -W --keep-going -q -b html -c docs -D language=zh_CN $(SITE_SRC) build/site/zh_CN
+	@echo "site: build/site/index.html (中文: build/site/zh_CN/index.html)"
+
+# After changing English text: extracts every sentence a learner reads into build/gettext/*.pot and merges them
+# into the Chinese catalogues docs/locale/zh_CN/LC_MESSAGES/*.po. A new sentence arrives untranslated, a changed one
+# marked fuzzy with its old translation; tests/test_translation.py fails until each is translated.
+.PHONY: catalogues
+catalogues: setup
+	mkdir -p $(SITE_SRC)
+	rm -rf build/gettext
+	$(PY) -m sphinx -W --keep-going -q -b gettext -c docs $(SITE_SRC) build/gettext
+	$(VENV)/bin/sphinx-intl update -p build/gettext -l zh_CN -d docs/locale -w 0 --no-obsolete -j 1 >/dev/null
+	$(PY) tools/translation.py tidy
+
+# The Chinese notebooks (build/zh/notebooks/: the stored notebooks, their Markdown from the catalogues; the code
+# cells and outputs as they are), opened in JupyterLab's Chinese interface. build/zh/ links csrc/, exercises/ and
+# the rest to the repository, so the notebooks' relative links and paths work and exercise edits land in exercises/.
+.PHONY: lab-zh
+lab-zh: setup
+	$(PY) tools/translation.py notebooks
+	$(VENV)/bin/jupyter lab --ip=127.0.0.1 $(ROOT_FLAG) --ServerApp.root_dir=build/zh notebooks \
+	  --LabApp.user_settings_dir=build/zh/lab-settings
 
 # Removes the compiled layers; the next load rebuilds them.
 clean:

@@ -11,7 +11,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 project = "dispatcher-notebooks"
 author = "the dispatcher-notebooks authors"
 copyright = "the dispatcher-notebooks authors, BSD-3-Clause"
-language = "en"
+language = "en"  # `make site` builds the Chinese edition with -D language=zh_CN
+
+# The Chinese edition: one gettext catalogue per page (`make catalogues` extracts them), translated in
+# docs/locale/zh_CN/LC_MESSAGES/ with docs/locale/zh_CN/glossary.md as the terminology. No source locations in the
+# catalogues: a cell moved in a notebook changes no translation file.
+locale_dirs = ["locale"]
+gettext_compact = False
+gettext_location = False
+gettext_uuid = False
 
 extensions = ["myst_nb", "course_site"]
 
@@ -21,6 +29,9 @@ nb_execution_mode = "off"
 nb_output_stderr = "show"
 nb_merge_streams = True
 myst_heading_anchors = 3
+# The gettext builder extracts what a learner reads, not cell outputs: without these, a listing's LaTeX or HTML
+# form would become a sentence to translate.
+nb_mime_priority_overrides = [("gettext", "text/latex", None), ("gettext", "text/html", None)]
 
 # PyTorch's docs use pytorch-sphinx-theme2, built on pydata-sphinx-theme. Its 0.4.13 builds offline, but every page
 # it writes loads jQuery, list.js and Google Fonts from CDNs, Google Tag Manager and a Facebook pixel, searches with
@@ -34,12 +45,14 @@ html_theme_options = {
     "show_prev_next": True,
     "show_toc_level": 2,
     "navbar_align": "left",
+    "navbar_end": ["language-switch", "theme-switcher", "navbar-icon-links"],
     "footer_start": ["copyright"],
     "footer_end": ["sphinx-version"],
 }
 # The reader's light or dark setting; unset, the theme logs an error in the console on every first visit.
 html_context = {"default_mode": "auto"}
 html_static_path = ["_static"]
+templates_path = ["_templates"]
 html_favicon = "_static/favicon.svg"
 html_css_files = ["course.css"]
 # The pages are the notebooks; a second copy of each under _sources/ would only double the site.

@@ -4,13 +4,15 @@ Sphinx reads only what lies under its source folder; the notebooks, the README a
 At `builder-inited` this extension writes into the source folder (under build/, never docs/ or the repository):
 
     index.md                  README.md up to its Chinese part, with the site's table of contents
-    zh.md                     README.md's Chinese part, as a page of its own
     notebooks/NN_name.ipynb   a byte-for-byte copy of each stored notebook (read, never executed)
-    exercises/NN_name.md      each exercise's stub files and the command that checks it (no solutions)
+    exercises/NN_name.md      each exercise's instructions (its stubs' opening comments, as prose, so that they are
+                              translated with the rest), its stub files and the command that checks it (no solutions)
     csrc/<path>.md            each csrc/ file a notebook shows with `myops.show(...)`, whole and highlighted
 
 The layout mirrors the repository, so a link written for the repository (`../csrc/schema.cpp` in a notebook)
 finds its page here. Files are rewritten only when their text changes, so a second build reads only what changed.
+The README's Chinese part is the Chinese edition's front on the repository; the site's Chinese edition is the whole
+site translated (`make site`), so that part is no page here.
 """
 from __future__ import annotations
 
@@ -76,20 +78,25 @@ def outside_fences(lines: list[str]):
             yield index, line
 
 
-def split_readme(text: str) -> tuple[str, str]:
-    """The README's English part and its Chinese part (the latter from ZH_HEADING on)."""
+def english_readme(text: str) -> str:
+    """The README up to its Chinese part (which starts at ZH_HEADING)."""
     lines = text.splitlines()
     start = next(i for i, line in outside_fences(lines) if line.startswith(ZH_HEADING))
-    return "\n".join(lines[:start]).rstrip() + "\n", "\n".join(lines[start:]).rstrip() + "\n"
+    return "\n".join(lines[:start]).rstrip() + "\n"
 
 
-def promote_headings(markdown: str) -> str:
-    """One heading level up (## -> #), code fences untouched: a README part becomes a page of its own."""
-    lines = markdown.splitlines()
-    for index, line in list(outside_fences(lines)):
-        if line.startswith("##"):
-            lines[index] = line[1:]
-    return "\n".join(lines) + "\n"
+def stub_instructions(stub: Path) -> str:
+    """A stub's opening comment (C++ `//` lines) or module docstring (Python): the exercise's instructions, which
+    are written as Markdown."""
+    text = stub.read_text()
+    if stub.suffix == ".py":
+        return ast.get_docstring(ast.parse(text), clean=True) or ""
+    lines = []
+    for line in text.splitlines():
+        if not line.startswith("//"):
+            break
+        lines.append(line[3:] if line.startswith("// ") else line[2:])
+    return "\n".join(lines).strip()
 
 
 def write(path: Path, text: str, written: set[Path]) -> None:
@@ -157,13 +164,11 @@ def stage(app: Sphinx) -> None:
           "# Notebooks\n\nThe course in order. Each page is the notebook as stored, with the outputs "
           "`make test` proves again cell by cell.\n\n" + toctree([f"{n.stem}" for n in notebooks]), written)
 
-    # The README: the English part is the front page, the Chinese part a page of its own.
-    english, chinese = split_readme((REPO / "README.md").read_text())
-    lines = english.splitlines()
+    # The README's English part is the front page.
+    lines = english_readme((REPO / "README.md").read_text()).splitlines()
     first_section = next(i for i, line in outside_fences(lines) if line.startswith("## "))
-    contents = toctree(["notebooks/index", "exercises/index", "csrc/index", "zh"], hidden=True)
+    contents = toctree(["notebooks/index", "exercises/index", "csrc/index"], hidden=True)
     write(src / "index.md", "\n".join(lines[:first_section] + [contents] + lines[first_section:]) + "\n", written)
-    write(src / "zh.md", promote_headings(chinese), written)
 
     # Exercises: the stubs a learner edits and the command that checks them; solutions/ is only named.
     rows = exercise_rows()
@@ -174,9 +179,14 @@ def stage(app: Sphinx) -> None:
         what, key, language = rows[folder.name]
         text = [f"# Exercise {number} · {topic}", "",
                 f"The exercise at the end of notebook [{folder.name}](../notebooks/{folder.name}.ipynb): "
-                f"{what}.", "", f"Dispatch key: {key}. Language: {language}.", "",
-                "## The files you edit", ""]
-        for stub in sorted(p for p in folder.rglob("*") if p.is_file()):
+                f"{what}.", "", f"Dispatch key: {key}. Language: {language}.", "", "## What to do", ""]
+        stubs = sorted(p for p in folder.rglob("*") if p.is_file())
+        for stub in stubs:
+            if len(stubs) > 1:
+                text += [f"### In `{stub.relative_to(REPO).as_posix()}`", ""]
+            text += [stub_instructions(stub), ""]
+        text += ["## The files you edit", ""]
+        for stub in stubs:
             repo_path = stub.relative_to(REPO).as_posix()
             text += [f"### `{repo_path}`", "", repository_link(repo_path, page, app), "",
                      "```{literalinclude} " + relative(stub, page),

@@ -3,7 +3,7 @@
 //
 // The schema of ex03::mymul (elementwise product of two tensors of the same shape and dtype) is given.
 // Your part:
-//   1. A __global__ kernel that computes out[i] = a[i] * b[i] for contiguous inputs, with a grid-stride
+//   1. A `__global__` kernel that computes out[i] = a[i] * b[i] for contiguous inputs, with a grid-stride
 //      loop so that any number of blocks covers any number of elements.
 //   2. mymul_cuda: make the inputs contiguous and allocate the output (its options carry the inputs' device,
 //      so it lands there whatever the current device is). Put a c10::cuda::CUDAGuard on the inputs' device

@@ -8,7 +8,7 @@
 // the lower precision.
 // Your part:
 //   1. mynorm_autocast_cpu: exclude the AutocastCPU key for the call it makes (c10::impl::ExcludeDispatchKeyGuard),
-//      cast the input to float32 with at::autocast::cached_cast(at::kFloat, self, <the device type>), and call
+//      cast the input to float32 with `at::autocast::cached_cast(at::kFloat, self, <the device type>)`, and call
 //      the dispatch function ex07::mynorm. (cached_cast leaves float64 and non-floating tensors alone.)
 //   2. Register it on the AutocastCPU key in the TORCH_LIBRARY_IMPL block at the end.
 // Check your answer with:  python -m myops.exercises check 07

@@ -9,7 +9,7 @@ ex17::myaxpy(x, y, alpha) = alpha * x + y, for x and y of one 2-D shape, any str
      x and y through their strides (pass them in), compute in float32 (float64 for float64 inputs: a
      tl.constexpr flag, as notebook 17's kernel does), store in the output's dtype;
   2. myaxpy, a torch.library.triton_op("ex17::myaxpy", mutates_args=()) that calls check_inputs, makes the
-     output and launches the kernel through torch.library.wrap_triton(axpy_kernel)[grid](...);
+     output and launches the kernel through `torch.library.wrap_triton(axpy_kernel)[grid](...)`;
   3. a fake kernel (@myaxpy.register_fake) for torch.compile and opcheck: triton_op's own fake kernel is the
      body above (torch/_library/triton.py, triton_op), which under the interpreter touches data;
   4. autograd (myaxpy.register_autograd): d x = alpha * grad, d y = grad;
