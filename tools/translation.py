@@ -85,12 +85,16 @@ def kept(text: str) -> list[str]:
         LINK_TARGET.findall(text) + [u.strip("<>") for u in URL.findall(CODE.sub("", text))]
 
 
+# Names written without backticks that no translation changes: paths, file names, snake_case and C++ names.
+NAME = re.compile(r"[\w.~-]*/[\w./~-]*|\b\w+\.(?:cpp|cu|cuh|h|py|ipynb|md|txt|so|whl|json|yml|cfg)\b|\b\w*_\w*\b|\w+::\w+(?:::\w+)*")
+
+
 def prose(text: str) -> str:
     """`text` without what is kept: the words a translation replaces."""
     text = ROLE.sub(" ", text)
     text = CODE.sub(" ", text)
     text = LINK_TARGET.sub("]", text)
-    return URL.sub(" ", text)
+    return NAME.sub(" ", URL.sub(" ", text))
 
 
 def nothing_to_translate(msgid: str) -> bool:
@@ -147,7 +151,7 @@ def problems(message: Message, terms=None) -> list[str]:
     if markup(english) != markup(chinese):
         found.append(f"Markdown differs: the English makes {dict(markup(english))}, the translation "
                      f"{dict(markup(chinese))} (put a space between `**`/`*` and Chinese text next to punctuation)")
-    if len(prose(english).split()) >= 3 and not CJK.search(chinese):
+    if len(re.findall(r"[A-Za-z]{2,}", prose(english))) >= 3 and not CJK.search(chinese):
         found.append("no Chinese in the translation")
     exempt = " ".join(message.user_comments)
     for term, rendering, pattern in terms if terms is not None else glossary():
