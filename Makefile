@@ -44,10 +44,13 @@ test: setup
 # The Chinese edition is the same sources with docs/locale/zh_CN's catalogues, under build/site/zh_CN/; every page
 # links to itself in the other language.
 SITE_SRC := build/site-src
+# build/site/ is written anew (a page removed from the course leaves nothing behind); what Sphinx read is kept in
+# build/site-doctrees/, so a second build reads only what changed.
 site: setup
 	mkdir -p $(SITE_SRC)
-	$(PY) -m sphinx -W --keep-going -q -b html -c docs $(SITE_SRC) build/site
-	$(PY) -m sphinx -W --keep-going -q -b html -c docs -D language=zh_CN $(SITE_SRC) build/site/zh_CN
+	rm -rf build/site
+	$(PY) -m sphinx -W --keep-going -q -b html -c docs -d build/site-doctrees/en $(SITE_SRC) build/site
+	$(PY) -m sphinx -W --keep-going -q -b html -c docs -d build/site-doctrees/zh_CN -D language=zh_CN $(SITE_SRC) build/site/zh_CN
 	@echo "site: build/site/index.html (中文: build/site/zh_CN/index.html)"
 
 # After changing English text: extracts every sentence a learner reads into build/gettext/*.pot and merges them
@@ -62,13 +65,13 @@ catalogues: setup
 	$(PY) tools/translation.py tidy
 
 # The Chinese notebooks (build/zh/notebooks/: the stored notebooks, their Markdown from the catalogues; the code
-# cells and outputs as they are), opened in JupyterLab's Chinese interface. build/zh/ links csrc/, exercises/ and
-# the rest to the repository, so the notebooks' relative links and paths work and exercise edits land in exercises/.
+# cells and outputs as they are), opened in JupyterLab's Chinese interface (its own settings folder chooses the
+# language pack). build/zh/ links csrc/, exercises/ and solutions/ to the repository: the notebooks' relative links
+# work, and an exercise edited there is the one `check` reads.
 .PHONY: lab-zh
 lab-zh: setup
 	$(PY) tools/translation.py notebooks
-	$(VENV)/bin/jupyter lab --ip=127.0.0.1 $(ROOT_FLAG) --ServerApp.root_dir=build/zh notebooks \
-	  --LabApp.user_settings_dir=build/zh/lab-settings
+	$(VENV)/bin/jupyter lab --ip=127.0.0.1 $(ROOT_FLAG) --LabApp.user_settings_dir=build/zh/lab-settings build/zh
 
 # Removes the compiled layers; the next load rebuilds them.
 clean:

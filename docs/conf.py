@@ -3,8 +3,11 @@
 Sources: README.md and the stored notebooks, laid out in a staging folder by the `course_site` extension beside
 this file (Sphinx reads only what lies under its source folder, and the notebooks must stay where they are).
 """
+import logging
 import sys
 from pathlib import Path
+
+import jieba
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -14,12 +17,16 @@ copyright = "the dispatcher-notebooks authors, BSD-3-Clause"
 language = "en"  # `make site` builds the Chinese edition with -D language=zh_CN
 
 # The Chinese edition: one gettext catalogue per page (`make catalogues` extracts them), translated in
-# docs/locale/zh_CN/LC_MESSAGES/ with docs/locale/zh_CN/glossary.md as the terminology. No source locations in the
+# docs/locale/zh_CN/LC_MESSAGES/ with docs/locale/zh_CN/glossary.md as the terminology. Sphinx compiles each .po
+# into a .mo beside it, so it reads a copy under build/ (course_site lays it out). No source locations in the
 # catalogues: a cell moved in a notebook changes no translation file.
-locale_dirs = ["locale"]
+locale_dirs = [str(Path(__file__).resolve().parent.parent / "build" / "locale")]
 gettext_compact = False
 gettext_location = False
 gettext_uuid = False
+# The Chinese search splits words with jieba, which logs to stderr and caches its dictionary: in build/, quietly.
+jieba.setLogLevel(logging.WARNING)
+jieba.dt.tmp_dir = str(Path(__file__).resolve().parent.parent / "build")
 
 extensions = ["myst_nb", "course_site"]
 

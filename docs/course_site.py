@@ -27,6 +27,7 @@ from pathlib import Path
 from docutils import nodes
 from sphinx import addnodes
 from sphinx.application import Sphinx
+from sphinx.search.zh import SearchChinese
 from sphinx.transforms.post_transforms import SphinxPostTransform
 
 REPO = Path(__file__).resolve().parent.parent
@@ -221,6 +222,11 @@ def stage(app: Sphinx) -> None:
           "# C++ sources\n\nEvery file of `csrc/` that a notebook shows, whole. The notebooks show slices of "
           "them and compile these same files.\n\n" + toctree([p for p in sorted(shown)], maxdepth=1), written)
 
+    # The catalogues, where conf.py's locale_dirs reads them (Sphinx writes a compiled .mo beside each).
+    catalogues = REPO / "docs" / "locale"
+    for po in catalogues.rglob("*.po"):
+        copy(po, REPO / "build" / "locale" / po.relative_to(catalogues), written)
+
     # A notebook or page removed from the repository leaves nothing behind.
     for stale in [p for p in src.rglob("*") if p.is_file() and p not in written]:
         stale.unlink()
@@ -262,10 +268,19 @@ class RepositoryPaths(SphinxPostTransform):
                 node["refdomain"], node["reftarget"], node["reftargetid"] = "doc", docname, None
 
 
+class ChineseSearch(SearchChinese):
+    """Sphinx's Chinese search (words split by jieba) with a script that runs. Sphinx 9.0 gives the Chinese index the
+    English stemmer's JavaScript (EnglishStemmer) but names the stemmer after the language (`window.Stemmer =
+    ChineseStemmer`), so every Chinese page threw "ChineseStemmer is not defined" and its search found nothing."""
+
+    language_name = "English"
+
+
 def setup(app: Sphinx) -> dict:
     # The hosted repository's address for file links, e.g. https://github.com/<owner>/<repo>/blob/main
     app.add_config_value("course_repository_url", os.environ.get("COURSE_REPOSITORY_URL", ""), "html")
     app.connect("builder-inited", stage)
     app.connect("doctree-read", link_listings)
     app.add_post_transform(RepositoryPaths)
+    app.add_search_language(ChineseSearch)
     return {"parallel_read_safe": False, "parallel_write_safe": True}

@@ -1,5 +1,6 @@
-"""`make lab` as a learner meets it: JupyterLab on a loopback port with a token, notebooks run through
-its user interface in a real browser (headless Chromium driven by Playwright)."""
+"""`make lab` and `make lab-zh` as a learner meets them: JupyterLab on a loopback port with a token, notebooks run
+through its user interface (in English, and in Chinese with the Chinese notebooks) in a real browser (headless
+Chromium driven by Playwright)."""
 import json
 import os
 import re
@@ -17,6 +18,9 @@ import pytest
 from helpers import chromium, launch_chromium
 from myops.build import REPO_ROOT
 
+sys.path.insert(0, str(REPO_ROOT / "tools"))
+import translation  # noqa: E402
+
 NOTEBOOKS = REPO_ROOT / "notebooks"
 SCREENSHOTS = REPO_ROOT / "build" / "jupyterlab"
 
@@ -30,12 +34,12 @@ def free_port():
 class Lab:
     """A JupyterLab server started the way `make lab` starts it, serving a folder of notebooks."""
 
-    def __init__(self, root: Path, home: Path):
+    def __init__(self, root: Path, home: Path, options: tuple[str, ...] = ()):
         self.port, self.token, self.root = free_port(), secrets.token_hex(16), root
         self.process = subprocess.Popen(
             [str(Path(sys.executable).parent / "jupyter"), "lab", "--no-browser", "--ip=127.0.0.1",
              f"--port={self.port}", f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={root}",
-             *(["--allow-root"] if os.geteuid() == 0 else [])],  # as `make lab` does
+             *(["--allow-root"] if os.geteuid() == 0 else []), *options],  # as `make lab` does
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             env={**os.environ, "HOME": str(home)})  # a first start: no user settings yet
         deadline = time.monotonic() + 60
@@ -60,17 +64,31 @@ class Lab:
         self.process.wait(timeout=30)
 
 
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    # A copy of the notebooks: running them through the UI saves them, and the stored ones must not change.
-    root = tmp_path_factory.mktemp("lab") / "notebooks"
-    shutil.copytree(NOTEBOOKS, root)
+def first_start_home(tmp_path_factory) -> Path:
     home = tmp_path_factory.mktemp("home")
     # matplotlib's font cache, made once per home, says so on stderr in the first notebook that plots; the
     # stored outputs come from a machine where it exists.
     subprocess.run([sys.executable, "-c", "import matplotlib.font_manager"], env={**os.environ, "HOME": str(home)},
                    check=True, capture_output=True, timeout=300)
-    server = Lab(root, home)
+    return home
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    # A copy of the notebooks: running them through the UI saves them, and the stored ones must not change.
+    root = tmp_path_factory.mktemp("lab") / "notebooks"
+    shutil.copytree(NOTEBOOKS, root)
+    server = Lab(root, first_start_home(tmp_path_factory))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def lab_zh(tmp_path_factory):
+    """`make lab-zh`: its folder (tools/translation.py writes build/zh/; here a temporary one), served as it is."""
+    root = tmp_path_factory.mktemp("zh")
+    assert translation.write_notebooks(root) == 0, "untranslated paragraphs (tests/test_translation.py lists them)"
+    server = Lab(root, first_start_home(tmp_path_factory), (f"--LabApp.user_settings_dir={root / 'lab-settings'}",))
     yield server
     server.stop()
 
@@ -88,7 +106,11 @@ def test_make_lab_serves_on_loopback_with_the_news_prompt_turned_off():
     assert json.loads(installed.read_text())["@jupyterlab/apputils-extension:notification"]["fetchNews"] == "false"
 
 
-def run_all_cells_in_the_browser(lab, name: str, screenshot: Path, timeout: float = 600) -> dict:
+ENGLISH = {"run": "Run", "run all": "Run All Cells", "idle": "Idle", "saved": "Saving completed"}
+CHINESE = {"run": "运行", "run all": "运行所有单元格", "idle": "空闲", "saved": "保存成功"}  # the language pack's
+
+
+def run_all_cells_in_the_browser(lab, name: str, screenshot: Path, timeout: float = 600, labels=ENGLISH) -> dict:
     """Open `name` in JupyterLab, Run > Run All Cells, save from the UI; the notebook as saved."""
     from playwright.sync_api import sync_playwright
 
@@ -103,9 +125,10 @@ def run_all_cells_in_the_browser(lab, name: str, screenshot: Path, timeout: floa
             while [s["kernel"]["execution_state"] for s in lab.api("sessions") if s["path"] == name] != ["idle"]:
                 assert time.monotonic() < deadline, f"{name}: no idle kernel within 120 s"
                 time.sleep(0.5)
-            page.wait_for_selector(".jp-StatusBar-Widget:has-text('Python 3 (ipykernel) | Idle')", timeout=120_000)
-            page.click("div.lm-MenuBar-itemLabel:text-is('Run')")
-            page.click("li.lm-Menu-item:has-text('Run All Cells')")
+            page.wait_for_selector(f".jp-StatusBar-Widget:has-text('Python 3 (ipykernel) | {labels['idle']}')",
+                                   timeout=120_000)
+            page.click(f"div.lm-MenuBar-itemLabel:text-is('{labels['run']}')")
+            page.click(f"li.lm-Menu-item:has-text('{labels['run all']}')")
             deadline = time.monotonic() + timeout
             while True:
                 time.sleep(1)
@@ -114,7 +137,7 @@ def run_all_cells_in_the_browser(lab, name: str, screenshot: Path, timeout: floa
                 assert states != ["dead"], f"{name}: the kernel died"
                 if states == ["idle"]:
                     page.keyboard.press("Control+s")
-                    page.wait_for_selector(".jp-StatusBar-Widget:has-text('Saving completed')", timeout=30_000)
+                    page.wait_for_selector(f".jp-StatusBar-Widget:has-text('{labels['saved']}')", timeout=30_000)
                     saved = json.loads((lab.root / name).read_text())
                     if all(c["execution_count"] for c in saved["cells"] if c["cell_type"] == "code"):
                         break
@@ -163,10 +186,7 @@ def shown(cell) -> list:
     return seen
 
 
-@pytest.mark.skipif(chromium() is None, reason="no system Chromium (apt-get install chromium); .ci/run installs it")
-@pytest.mark.parametrize("name", ["01_schema.ipynb", "04_autograd.ipynb"])
-def test_notebook_runs_through_the_jupyterlab_ui(lab, name):
-    saved = run_all_cells_in_the_browser(lab, name, SCREENSHOTS / name.replace(".ipynb", ".png"))
+def assert_ran_as_stored(saved: dict, name: str):
     stored = json.loads((NOTEBOOKS / name).read_text())
     code = [c for c in saved["cells"] if c["cell_type"] == "code"]
     assert [c["execution_count"] for c in code] == list(range(1, len(code) + 1)), "cells ran out of order"
@@ -177,4 +197,25 @@ def test_notebook_runs_through_the_jupyterlab_ui(lab, name):
         else:
             assert not errors, f"{name}: {errors[0]['ename']}: {errors[0]['evalue']}"
         assert shown(ran) == shown(expected), "".join(ran["source"])[:200]
+
+
+@pytest.mark.skipif(chromium() is None, reason="no system Chromium (apt-get install chromium); .ci/run installs it")
+@pytest.mark.parametrize("name", ["01_schema.ipynb", "04_autograd.ipynb"])
+def test_notebook_runs_through_the_jupyterlab_ui(lab, name):
+    assert_ran_as_stored(run_all_cells_in_the_browser(lab, name, SCREENSHOTS / name.replace(".ipynb", ".png")), name)
     assert [s["kernel"]["execution_state"] for s in lab.api("sessions") if s["path"] == name] == ["idle"]
+
+
+def test_make_lab_zh_writes_the_chinese_notebooks_and_opens_build_zh_in_chinese():
+    recipe = subprocess.run(["make", "-n", "lab-zh"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60).stdout
+    assert "tools/translation.py notebooks" in recipe
+    lab = next(line for line in recipe.splitlines() if "jupyter lab" in line).split()
+    assert "--ip=127.0.0.1" in lab and lab[-1] == "build/zh" and "--LabApp.user_settings_dir=build/zh/lab-settings" in lab
+
+
+@pytest.mark.skipif(chromium() is None, reason="no system Chromium (apt-get install chromium); .ci/run installs it")
+def test_a_chinese_notebook_runs_through_the_chinese_interface(lab_zh):
+    name = "notebooks/01_schema.ipynb"
+    saved = run_all_cells_in_the_browser(lab_zh, name, SCREENSHOTS / "zh_01_schema.png", labels=CHINESE)
+    assert saved["cells"][0]["source"] != json.loads((NOTEBOOKS / "01_schema.ipynb").read_text())["cells"][0]["source"]
+    assert_ran_as_stored(saved, "01_schema.ipynb")  # the outputs a learner reads are those the English one stores

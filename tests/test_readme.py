@@ -43,10 +43,12 @@ def test_the_license_file_is_the_declared_license():
     assert text.startswith("BSD 3-Clause License") and "Neither the name of the copyright holder" in text
 
 
-def test_the_chinese_part_says_what_it_covers():
+def test_the_chinese_part_is_the_chinese_editions_front():
     chinese = README[README.index("## 中文"):]
-    statement = re.search(r"本节涵盖(.+?)未翻译(.+?)。", chinese, re.S)
-    covered, untranslated = (set(re.findall(r"“([^”]+)”", part)) for part in statement.groups())
-    english = {line[3:].strip() for line in README[:README.index("## 中文")].splitlines() if line.startswith("## ")}
-    # Each English section is named once, as translated or not: the statement stays true when sections change.
-    assert covered and not covered & untranslated and covered | untranslated == english, (covered, untranslated)
+    commands = re.search(r"```bash\n(.+?)```", chinese, re.S).group(1)
+    assert [line.split("#")[0].strip() for line in commands.splitlines()] == ["make lab-zh", "make test"]
+    makefile = (REPO_ROOT / "Makefile").read_text()
+    for target in re.findall(r"`make ([\w-]+)`", chinese) + ["lab-zh", "test"]:
+        assert re.search(rf"^{target}:", makefile, re.M), target
+    for path in re.findall(r"`((?:docs|tests|build|csrc|exercises|solutions)/[^`*]*|requirements.txt|LICENSE)`", chinese):
+        assert path.startswith("build/") or (REPO_ROOT / path.rstrip("/")).exists(), path

@@ -18,6 +18,7 @@ word in another sense.
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -34,7 +35,7 @@ MESSAGES = LOCALE / "LC_MESSAGES"
 GLOSSARY = LOCALE / "glossary.md"
 ZH = REPO / "build" / "zh"
 # What build/zh/ links to, so that the notebooks' relative links (../csrc/schema.cpp) and paths work there.
-LINKED = ["csrc", "exercises", "solutions", "myops", "benchmarks", "stable", "tests", "README.md", "build"]
+LINKED = ["csrc", "exercises", "solutions", "myops", "README.md"]
 
 # The parts of a sentence that no translation changes: inline code, a MyST role with its target, a link's target.
 CODE = re.compile(r"(`+)(?!`)(.+?)(?<!`)\1(?!`)")
@@ -258,24 +259,30 @@ def chinese_notebook(notebook: Path, catalog: Catalog | None) -> tuple[dict, lis
     return data, missing
 
 
-def write_notebooks() -> None:
-    """build/zh/: notebooks/ in Chinese, the rest of the repository linked, JupyterLab's interface in Chinese."""
-    (ZH / "notebooks").mkdir(parents=True, exist_ok=True)
+def write_notebooks(target: Path = ZH) -> int:
+    """`target` (build/zh/): notebooks/ in Chinese, the rest of the repository linked, and JupyterLab settings that
+    choose its Chinese interface. Returns how many paragraphs are still in English."""
+    (target / "notebooks").mkdir(parents=True, exist_ok=True)
     for name in LINKED:
-        link = ZH / name
-        if not link.is_symlink():
-            link.symlink_to(Path("..", "..", name) if name != "build" else Path(".."))
+        if not (target / name).is_symlink():
+            (target / name).symlink_to(os.path.relpath(REPO / name, target))
     untranslated = 0
     for notebook in sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb")):
         path = catalogue_path(f"notebooks/{notebook.stem}")
         data, missing = chinese_notebook(notebook, read(path) if path.exists() else None)
         untranslated += len(missing)
-        (ZH / "notebooks" / notebook.name).write_text(json.dumps(data, ensure_ascii=False, indent=1) + "\n")
-    settings = ZH / "lab-settings" / "@jupyterlab" / "translation-extension" / "plugin.jupyterlab-settings"
+        (target / "notebooks" / notebook.name).write_text(json.dumps(data, ensure_ascii=False, indent=1) + "\n")
+    settings = target / "lab-settings" / "@jupyterlab" / "translation-extension" / "plugin.jupyterlab-settings"
     settings.parent.mkdir(parents=True, exist_ok=True)
     settings.write_text('{"locale": "zh_CN"}\n')
-    print(f"build/zh/notebooks: {len(list((ZH / 'notebooks').glob('*.ipynb')))} notebooks"
-          + (f", {untranslated} paragraphs still in English (make catalogues, then translate them)" if untranslated else ""))
+    return untranslated
+
+
+def print_notebooks() -> None:
+    untranslated = write_notebooks()
+    print(f"{ZH.relative_to(REPO)}/notebooks: the Chinese notebooks"
+          + (f"; {untranslated} paragraphs still in English (make catalogues, then translate them)" if untranslated
+             else ""))
 
 
 def print_check(*docnames: str) -> None:
@@ -290,7 +297,7 @@ def print_check(*docnames: str) -> None:
 
 
 if __name__ == "__main__":
-    commands = {"tidy": tidy, "notebooks": write_notebooks, "check": print_check}
+    commands = {"tidy": tidy, "notebooks": print_notebooks, "check": print_check}
     if len(sys.argv) < 2 or sys.argv[1] not in commands:
         sys.exit(f"usage: python tools/translation.py {{{'|'.join(commands)}}} [docname ...]")
     commands[sys.argv[1]](*sys.argv[2:])
