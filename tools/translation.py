@@ -108,8 +108,9 @@ def tidy() -> None:
     for path in sorted(MESSAGES.rglob("*.po")):
         catalog = read(path)
         for message in catalog:
-            if message.id and not message.string and nothing_to_translate(message.id):
+            if message.id and nothing_to_translate(message.id):
                 message.string = message.id
+                message.flags.discard("fuzzy")
         write(path, catalog)
 
 
