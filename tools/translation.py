@@ -39,7 +39,7 @@ LINKED = ["csrc", "exercises", "solutions", "myops", "README.md"]
 
 # The parts of a sentence that no translation changes: inline code, a MyST role with its target, a link's target.
 CODE = re.compile(r"(`+)(?!`)(.+?)(?<!`)\1(?!`)")
-ROLE = re.compile(r"\{[\w:-]+\}(`+)(.+?)\1")
+ROLE = re.compile(r"(?<!`)\{[\w:-]+\}(`+)(.+?)\1")
 LINK_TARGET = re.compile(r"\]\(([^)\s]+)\)")
 URL = re.compile(r"<?https?://[^\s>)]+>?")
 PARSER = MarkdownIt("commonmark").enable("table")
@@ -153,6 +153,10 @@ def problems(message: Message, terms=None) -> list[str]:
     if markup(english) != markup(chinese):
         found.append(f"Markdown differs: the English makes {dict(markup(english))}, the translation "
                      f"{dict(markup(chinese))} (put a space between `**`/`*` and Chinese text next to punctuation)")
+    blocks = [token.type for token in PARSER.parse(chinese) if token.nesting == 1]
+    if blocks != ["paragraph_open"] and chinese != english:
+        found.append(f"Sphinx reads this translation as {blocks[0] if blocks else 'nothing'}, not as text, and "
+                     "keeps the English: escape what starts it (a heading `1. Title` is translated `1\\. 标题`)")
     if len(re.findall(r"[A-Za-z]{2,}", prose(english))) >= 3 and not CJK.search(chinese):
         found.append("no Chinese in the translation")
     exempt = " ".join(message.user_comments)
