@@ -184,7 +184,7 @@ def stage(app: Sphinx) -> None:
         stubs = sorted(p for p in folder.rglob("*") if p.is_file())
         for stub in stubs:
             if len(stubs) > 1:
-                text += [f"### In `{stub.relative_to(REPO).as_posix()}`", ""]
+                text += [f"### In `{stub.name}`", ""]
             text += [stub_instructions(stub), ""]
         text += ["## The files you edit", ""]
         for stub in stubs:
