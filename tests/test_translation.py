@@ -10,11 +10,12 @@ import sys
 from collections import Counter
 
 import pytest
-from babel.messages.catalog import Message
 
 from myops.build import REPO_ROOT
 
 pytest.importorskip("sphinx_intl", reason="the site's packages (requirements.txt) are not installed")
+from babel.messages.catalog import Message  # noqa: E402
+
 sys.path.insert(0, str(REPO_ROOT / "tools"))
 import translation  # noqa: E402
 
