@@ -36,6 +36,9 @@ nb_execution_mode = "off"
 nb_output_stderr = "show"
 nb_merge_streams = True
 myst_heading_anchors = 3
+# Straight quotes as written: prose here quotes code (torch.autocast("cpu") in an exercise's instructions), and a
+# curly quote pasted into Python is a syntax error. (Sphinx never curls Chinese quotes.)
+smartquotes = False
 # The gettext builder extracts what a learner reads, not cell outputs: without these, a listing's LaTeX or HTML
 # form would become a sentence to translate.
 nb_mime_priority_overrides = [("gettext", "text/latex", None), ("gettext", "text/html", None)]

@@ -86,18 +86,22 @@ def english_readme(text: str) -> str:
     return "\n".join(lines[:start]).rstrip() + "\n"
 
 
+# The command a stub's instructions end with; the page says it in a section of its own.
+CHECK_LINE = re.compile(r"\s*Check your answer with:\s+python -m myops\.exercises check \d\d\s*$")
+
+
 def stub_instructions(stub: Path) -> str:
     """A stub's opening comment (C++ `//` lines) or module docstring (Python): the exercise's instructions, which
     are written as Markdown."""
     text = stub.read_text()
     if stub.suffix == ".py":
-        return ast.get_docstring(ast.parse(text), clean=True) or ""
+        return CHECK_LINE.sub("", ast.get_docstring(ast.parse(text), clean=True) or "")
     lines = []
     for line in text.splitlines():
         if not line.startswith("//"):
             break
         lines.append(line[3:] if line.startswith("// ") else line[2:])
-    return "\n".join(lines).strip()
+    return CHECK_LINE.sub("", "\n".join(lines).strip())
 
 
 def write(path: Path, text: str, written: set[Path]) -> None:

@@ -103,10 +103,18 @@ def nothing_to_translate(msgid: str) -> bool:
     return not re.search(r"[A-Za-z]", prose(msgid))
 
 
-def tidy() -> None:
-    """After `sphinx-intl update`: a fixed header, and the entries that are code only filled with themselves."""
+def tidy(templates: Path = REPO / "build" / "gettext") -> None:
+    """After `sphinx-intl update`: the entries in the order of the page (where sphinx-intl appends the new ones), a
+    fixed header, and the entries that are code only filled with themselves."""
     for path in sorted(MESSAGES.rglob("*.po")):
         catalog = read(path)
+        template = templates / path.relative_to(MESSAGES).with_suffix(".pot")
+        if template.exists():
+            order = {m.id: i for i, m in enumerate(read(template))}
+            ordered = Catalog(locale="zh_CN")
+            for message in sorted((m for m in catalog if m.id), key=lambda m: order.get(m.id, len(order))):
+                ordered[message.id] = message
+            catalog = ordered
         for message in catalog:
             if message.id and nothing_to_translate(message.id):
                 message.string = message.id
