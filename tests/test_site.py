@@ -126,7 +126,7 @@ def test_the_site_has_every_page_of_the_course(site):
     front = Page(site / "index.html")
     assert {urlsplit(ref).path for _, ref in front.refs} >= {f"notebooks/{n.stem}.html" for n in NOTEBOOKS}
     assert "make lab" in "".join(front.text) and "make test" in "".join(front.text)
-    assert "中文快速上手" not in "".join(front.text)  # the README's Chinese front is the repository's, not a page
+    assert "这是 dispatcher-notebooks 的中文版首页" not in "".join(front.text)  # the README's Chinese part is no page
     for notebook in NOTEBOOKS:
         assert (site / "notebooks" / f"{notebook.stem}.html").is_file()
         for paths in shown_files(notebook):
