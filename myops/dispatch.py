@@ -56,6 +56,7 @@ class Entry:
     key: str
     kind: str  # "kernel", "fallback", "fallthrough" or "none"
     source: str  # our file by its repository path ("csrc/..."), "torch" for PyTorch's, "" for none
+    alias: str = ""  # the alias key the kernel was registered for, when the dispatcher filled this key from one
 
     def format(self, key_width: int = 16) -> str:
         return f"{self.key:<{key_width}}{self.kind:<12}{self.source}"
@@ -98,8 +99,26 @@ def dispatch_table(op: str, keys: tuple[str, ...] = COURSE_KEYS) -> list[Entry]:
             return Entry(key, "none", "")
         kind = ("fallthrough" if found[key].fallthrough else
                 "fallback" if found[key].kind == "backend fallback" else "kernel")
-        return Entry(key, kind, _source(found[key].file))
+        return Entry(key, kind, _source(found[key].file), alias_of(op, found[key].kind))
     return [entry(key) for key in keys]
+
+
+# The words of torch._C._dispatch_dump_table for a key filled from an alias key
+# (OperatorEntry::computeDispatchTableEntryWithDebug), and the alias key each stands for.
+_ALIAS_WORDS = {"math kernel": "CompositeImplicitAutograd", "autograd kernel": "Autograd",
+                "default backend kernel": "CompositeExplicitAutograd",
+                "nested kernel": "CompositeImplicitAutogradNestedTensor"}
+
+
+def alias_of(op: str, kind: str) -> str:
+    """The alias key behind a table entry of `op` whose dump says `kind`, or "" for a kernel of the key itself.
+    "default backend kernel" is either CompositeExplicitAutograd or its NonFunctional variant: the dump of the
+    operator's registrations says which was registered."""
+    alias = _ALIAS_WORDS.get(kind, "")
+    if alias == "CompositeExplicitAutograd" and not any(
+            line.startswith("CompositeExplicitAutograd[alias]") for line in torch._C._dispatch_dump(op).splitlines()):
+        return "CompositeExplicitAutogradNonFunctional"
+    return alias
 
 
 def format_table(op: str, keys: tuple[str, ...] = COURSE_KEYS) -> str:
@@ -297,7 +316,7 @@ def record_path(title: str = ""):
         collect(restart=False)
 
 
-def _key_list(keys, width: int, lines: int) -> str:
+def key_list(keys, width: int, lines: int) -> str:
     """`keys` joined by commas and wrapped at `width` characters, at most `lines` lines ("+N more" after)."""
     import textwrap
 
@@ -308,58 +327,3 @@ def _key_list(keys, width: int, lines: int) -> str:
         if len(wrapped) <= lines:
             return "\n".join(wrapped)
     return f"{len(keys)} keys"
-
-
-def plot_path(path: CallPath):
-    """A picture of a recorded path: one numbered box per kernel, in the order they started, each indented
-    under the kernel that called it, with an arrow labelled by what changed in the exclude set on the way.
-    The phases marked with CallPath.phase ("forward", "backward", ...) head their steps, ruled off."""
-    from matplotlib.figure import Figure  # not pyplot: the notebook shows the returned figure once
-    from matplotlib.patches import FancyBboxPatch
-
-    steps = path.steps
-    row, indent, header = 1.5, 0.55, 0.9  # height of one kernel with the gap below it; shift per nesting
-    starts = {first: label for first, label in path.phases}
-    ys, y, headers = [], 0.0, []
-    for i in range(max(len(steps), 1)):
-        if i in starts:
-            headers.append((y, starts[i]))
-            y -= header
-        ys.append(y)
-        y -= row
-    height = -(ys[-1] - 0.5) + 0.5  # from the last box's bottom to the top of the first row
-    fig = Figure(figsize=(8.5, 0.62 * height + 0.5))
-    ax = fig.add_axes((0.01, 0.01, 0.98, 1 - 0.4 / (0.62 * height + 0.5)))
-    ax.set_xlim(0, 10)
-    ax.set_ylim(ys[-1] - 0.5, 0.5)
-    ax.axis("off")
-    ax.set_title(path.title or "the path of one call", fontsize=10, loc="left")
-    for hy, label in headers:
-        ax.plot([0.1, 9.9], [hy + 0.05, hy + 0.05], color="#999999", linewidth=0.8)
-        ax.text(0.1, hy - 0.25, label, fontsize=10, fontweight="bold", va="center", color="#1f4e79")
-    # Relative to the thread's state outside the call (which already excludes the autocast keys: autocast off).
-    nothing = "nothing" if not path.excluded_before else "nothing more than\noutside the call"
-    for i, step in enumerate(steps):
-        y, x = ys[i], 0.1 + indent * step.depth
-        ax.add_patch(FancyBboxPatch((x, y - 0.45), 9.9 - x, 0.9, boxstyle="round,pad=0.02",
-                                    facecolor="#dcefe3", edgecolor="#4c9f70"))
-        ax.text(x + 0.2, y + 0.13, f"{i + 1}. {step.key}", fontsize=11, fontweight="bold", va="center")
-        ax.text(x + 0.2, y - 0.22, step.source, fontsize=8.5, va="center", family="monospace", color="#333333")
-        excluded = _key_list(step.excluded, 44, 2) if step.excluded else nothing
-        ax.text(9.75, y, f"excluded on entry:\n{excluded}", fontsize=8, va="center", ha="right",
-                color="#7a4b00" if step.excluded else "#666666")
-        parent = path.parent(i)
-        if parent is not None:
-            before = steps[parent]
-            added = [key for key in step.excluded if key not in before.excluded]
-            dropped = [key for key in before.excluded if key not in step.excluded]
-            label = (f"guard excludes {_key_list(added, 200, 1)}" if added
-                     else f"no longer excluded: {_key_list(dropped, 60, 1)}" if dropped
-                     else "nothing newly excluded")
-            px = 0.1 + indent * before.depth + 0.35
-            ax.annotate("", xy=(x + 0.02, y), xytext=(px, ys[parent] - 0.47),
-                        arrowprops=dict(arrowstyle="-|>", color="#555555", connectionstyle="angle,angleA=-90,angleB=0"))
-            ax.text(px + 0.15, y + row / 2, label, fontsize=8.5, va="center", style="italic", color="#555555")
-    if not steps:
-        ax.text(5, 0, "no kernel of ours ran", ha="center", va="center")
-    return fig

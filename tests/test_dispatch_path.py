@@ -6,7 +6,7 @@ import torch
 
 import myops
 from helpers import needs_gpu
-from myops import dispatch
+from myops import dispatch, pictures
 
 AUTOGRAD_GUARD = ("Autograd", "ADInplaceOrView")  # what at::AutoDispatchBelowADInplaceOrView excludes
 
@@ -104,7 +104,7 @@ def test_phases_label_the_steps_recorded_after_them(layers):
     assert [path.phase_of(i) for i in range(len(path.steps))] == ["forward"] * 2 + ["backward"] * 4
     lines = path.format().splitlines()
     assert lines[1] == "-- forward" and lines[4] == "-- backward" and lines[5].startswith("3. Autograd")
-    texts = [text.get_text() for text in dispatch.plot_path(path).axes[0].texts]
+    texts = [text.get_text() for text in pictures.path(path).figure.axes[0].texts]
     assert "forward" in texts and "backward" in texts
     with pytest.raises(RuntimeError, match="inside record_path"):
         path.phase("after")  # the recording has ended
@@ -118,7 +118,7 @@ def test_an_unchanged_exclude_set_is_named_against_the_thread_outside_the_call(l
     assert "AutocastCPU" in path.excluded_before and path.steps[0].excluded == ()
 
     def first_label(recorded):
-        return next(t.get_text() for t in dispatch.plot_path(recorded).axes[0].texts if t.get_text().startswith("excl"))
+        return next(t.get_text() for t in pictures.path(recorded).figure.axes[0].texts if t.get_text().startswith("excl"))
 
     assert first_label(path) == "excluded on entry:\nnothing more than\noutside the call"
     bare = dispatch.CallPath(steps=path.steps, excluded_before=())  # a thread that excluded nothing at all
@@ -184,10 +184,11 @@ def test_picture_has_one_box_per_kernel(layers):
     a = torch.randn(2, 2)
     with dispatch.record_path("mymatmul(a, a)") as path:
         myops.mymatmul(a, a)
-    fig = dispatch.plot_path(path)
-    texts = [text.get_text() for text in fig.axes[0].texts]
-    assert "1. Autograd" in texts and "2. CPU" in texts and "csrc/cpu/mymatmul.cpp" in texts
-    assert "guard excludes Autograd, ADInplaceOrView" in texts
+    picture = pictures.path(path)
+    texts = [text.get_text() for text in picture.figure.axes[0].texts]
+    assert "1. Autograd" in texts and "2. CPU" in texts and "csrc/cpu/mymatmul.cpp  (C++)" in texts
+    assert "call under a guard that excludes Autograd, ADInplaceOrView" in texts
+    assert picture.data is path and pictures.hop(path, 1) == "guard" and pictures.hop(path, 0) is None
 
 
 @needs_gpu
