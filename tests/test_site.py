@@ -51,7 +51,7 @@ def stored(notebook: Path, count) -> int:
 
 
 def pictures(data) -> int:
-    return int("image/png" in data)
+    return int("image/png" in data or "image/svg+xml" in data)
 
 
 def listings(data) -> int:  # myops.show's (and show_py's) IPython Code objects: pygments HTML, some side by side
@@ -251,6 +251,45 @@ def test_notebook_page_in_the_browser(reader, notebook):
         page.locator(".cell_output .text_html div.highlight").first.scroll_into_view_if_needed()
         page.screenshot(path=str(SCREENS / f"{notebook.stem}.png"))
     reader.assert_clean(notebook.name)
+
+
+SVG_TITLE = re.compile(r"<title>myops picture: ([a-z ]+)</title>")
+
+
+def first_notebook_with(kind: str) -> Path:
+    """The first notebook that stores a picture of `kind` (myops.pictures marks each SVG with its kind)."""
+    return next(n for n in NOTEBOOKS if f"<title>myops picture: {kind}</title>" in n.read_text())
+
+
+def has_glyph(character: str) -> bool:
+    """Whether some installed font (fontconfig: what Chromium draws with) has a glyph for `character`."""
+    found = subprocess.run(["fc-list", f":charset={ord(character):x}", "family"], capture_output=True, text=True)
+    return bool(found.stdout.strip())
+
+
+@needs_chromium
+@pytest.mark.parametrize("language", ["", "zh_CN/"], ids=["en", "zh_CN"])
+def test_each_kind_of_picture_is_drawn_in_the_browser(reader, language):
+    from myops.pictures import KINDS
+
+    SCREENS.mkdir(parents=True, exist_ok=True)
+    for kind in KINDS:
+        notebook = first_notebook_with(kind)
+        page = reader.open(f"{language}notebooks/{notebook.stem}.html")
+        sources = page.eval_on_selector_all(".cell_output img", "imgs => imgs.map(i => i.getAttribute('src'))")
+        index, svg = next((i, (SITE / language / "notebooks" / src).resolve().read_text())
+                          for i, src in enumerate(sources)
+                          if src.endswith(".svg") and f"<title>myops picture: {kind}</title>" in
+                          (SITE / language / "notebooks" / src).resolve().read_text())
+        picture = page.locator(".cell_output img").nth(index)
+        picture.scroll_into_view_if_needed()
+        width = picture.evaluate("img => img.decode().then(() => img.naturalWidth, () => 0)")
+        assert width > 100, (language, kind, notebook.stem, width)  # decoded: not a broken image
+        picture.screenshot(path=str(SCREENS / f"picture-{language.strip('/') or 'en'}-{kind.replace(' ', '_')}.png"))
+        text = "".join(re.findall(r"<text[^>]*>([^<]*)</text>", svg))
+        assert text, (kind, "its labels are SVG text")
+        assert all(has_glyph(c) for c in set(text) - {" "}), [c for c in set(text) - {" "} if not has_glyph(c)]
+        reader.assert_clean(f"{language}notebooks/{notebook.stem}.html")
 
 
 @needs_chromium
