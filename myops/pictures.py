@@ -232,27 +232,36 @@ def table(ops, keys: tuple[str, ...] = dispatch.COURSE_KEYS, title: str = "") ->
     from an alias key (which one), a fallback, a fallthrough, or nothing."""
     ops = [ops] if isinstance(ops, str) else list(ops)
     data = {op: {entry.key: entry for entry in dispatch.dispatch_table(op, keys)} for op in ops}
-    cell_w, cell_h, label_w = 4.2, 1.0, 2.4
-    figure, axes = _figure(0.62 * (label_w + cell_w * len(ops)) + 0.2, 0.42 * (len(keys) + 2.2) + 0.1,
-                           (-label_w, cell_w * len(ops) + 0.2), (-len(keys) * cell_h - 0.1, 2.0))
+    def words(entry: dispatch.Entry) -> tuple[str, str]:  # the cell's two lines
+        kind = "—" if entry.kind == "none" else f"{entry.kind} via {entry.alias}" if entry.alias else entry.kind
+        return kind, entry.source
+
+    unit = 0.62  # inches per data unit, across
+    # Each column as wide as its longest line (bold 8.5 pt above, monospace 7 pt below, about 0.6 em a character).
+    widths = [max([4.0, len(op) * 0.6 * 9 / 72 / unit + 0.4] +
+                  [max(len(kind) * 0.62 * 8.5, len(where) * 0.6 * 7) / 72 / unit + 0.45
+                   for kind, where in map(words, data[op].values())]) for op in ops]
+    lefts = [sum(widths[:c]) for c in range(len(ops))]
+    cell_h, label_w = 1.0, 0.3 + max(len(key) for key in keys) * 0.6 * 9 / 72 / unit
+    top = 2.0 if title else 1.0
+    figure, axes = _figure(unit * (label_w + sum(widths) + 0.2), 0.42 * (len(keys) + 0.1 + top),
+                           (-label_w, sum(widths) + 0.2), (-len(keys) * cell_h - 0.1, top))
     if title:
-        axes.text(-label_w, 1.6, title, fontsize=10, va="center")
-    for c, op in enumerate(ops):
-        axes.text(c * cell_w + cell_w / 2, 0.55, op, fontsize=9, ha="center", va="center", family="monospace",
+        axes.text(-label_w + 0.1, 1.6, title, fontsize=10, va="center")
+    for left, width, op in zip(lefts, widths, ops):
+        axes.text(left + width / 2, 0.55, op, fontsize=9, ha="center", va="center", family="monospace",
                   fontweight="bold")
     for r, key in enumerate(keys):
         y = -(r + 1) * cell_h
         axes.text(-0.15, y + cell_h / 2, key, fontsize=9, ha="right", va="center", family="monospace")
-        for c, op in enumerate(ops):
+        for left, width, op in zip(lefts, widths, ops):
             entry = data[op][key]
-            x = c * cell_w
-            _box(axes, x + 0.05, y + 0.05, cell_w - 0.1, cell_h - 0.1,
+            kind, where = words(entry)
+            _box(axes, left + 0.05, y + 0.05, width - 0.1, cell_h - 0.1,
                  ALIAS if entry.alias else _COLORS[entry.kind], dashed=entry.kind == "fallthrough")
-            word = "—" if entry.kind == "none" else f"{entry.kind} via {entry.alias}" if entry.alias else entry.kind
-            where = entry.source
-            axes.text(x + 0.2, y + cell_h * 0.66, word, fontsize=8.5, va="center", fontweight="bold",
+            axes.text(left + 0.2, y + cell_h * 0.66, kind, fontsize=8.5, va="center", fontweight="bold",
                       color=MUTED if entry.kind in ("none", "fallthrough") else TEXT)
-            axes.text(x + 0.2, y + cell_h * 0.3, where, fontsize=7, va="center", family="monospace", color=TEXT)
+            axes.text(left + 0.2, y + cell_h * 0.3, where, fontsize=7, va="center", family="monospace", color=TEXT)
     return Picture("table", data, figure)
 
 
