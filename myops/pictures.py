@@ -349,9 +349,14 @@ def path(recorded: dispatch.CallPath) -> Picture:
 class Piece:
     """One tensor of a sharded call: its global shape, its placement, and each rank's rows and columns of it."""
     name: str
-    shape: tuple[int, ...]
-    placement: str  # "Replicate()", "Shard(dim=0)", "Partial(sum)", ...
+    shape: tuple[int, ...]  # the global shape, as the tensor has it
+    placement: str  # "R", "S(0)", "P(sum)", ... (str of the DTensor's placement)
     ranks: tuple[tuple[tuple[int, int], tuple[int, int]], ...]  # per rank: (row start, stop), (col start, stop)
+
+    @property
+    def matrix(self) -> tuple[int, int]:
+        """Rows and columns as drawn: a 1-d tensor is one row."""
+        return (1, *self.shape) if len(self.shape) == 1 else self.shape
 
 
 @dataclass(frozen=True)
@@ -370,7 +375,6 @@ def _piece(name: str, tensor) -> Piece:
     mesh, placements = tensor.device_mesh, tensor.placements
     if tensor.ndim not in (1, 2):
         raise ValueError(f"myops.pictures.placements: draws 1-d and 2-d tensors, {name} has {tensor.ndim} dims")
-    shape = (1, *tensor.shape) if tensor.ndim == 1 else tuple(tensor.shape)
     ranks = []
     for rank in range(mesh.size()):
         local, offset = _compute_local_shape_and_global_offset(tensor.shape, mesh.shape, _coordinate_of(mesh, rank),
@@ -379,7 +383,7 @@ def _piece(name: str, tensor) -> Piece:
         if tensor.ndim == 1:
             local, offset = (1, *local), (0, *offset)
         ranks.append(((offset[0], offset[0] + local[0]), (offset[1], offset[1] + local[1])))
-    return Piece(name, shape, str(placements[0]), tuple(ranks))
+    return Piece(name, tuple(tensor.shape), str(placements[0]), tuple(ranks))
 
 
 def _coordinate_of(mesh, rank: int) -> list[int]:
@@ -398,12 +402,13 @@ def placements(op: str, inputs: dict, output, collectives: dict) -> Picture:
     x, boxes = 0.0, []
     for piece in pieces:
         boxes.append(x)
-        x += piece.shape[1] * cell + (4.2 if piece is data.inputs[-1] else 0.9)
-    height = max(piece.shape[0] for piece in pieces) * cell
-    figure, axes = _figure(0.55 * x + 0.3, 0.55 * (height + 2.2) + 0.2, (-0.3, x), (-height - 1.2, 1.3))
+        x += piece.matrix[1] * cell + (4.2 if piece is data.inputs[-1] else 0.9)
+    height = max(piece.matrix[0] for piece in pieces) * cell
+    depth = 1.5  # room below the deepest tensor for its labels (up to four lines)
+    figure, axes = _figure(0.55 * x + 0.3, 0.55 * (height + depth + 1.3) + 0.2, (-0.3, x), (-height - depth, 1.3))
     axes.text(-0.2, 1.0, op, fontsize=10, va="center", family="monospace", fontweight="bold")
     for piece, left in zip(pieces, boxes):
-        rows, cols = piece.shape
+        rows, cols = piece.matrix
         whole = len(set(piece.ranks)) == 1  # every rank holds the same part: replicated or partial
         for rank, ((r0, r1), (c0, c1)) in enumerate(piece.ranks):
             if whole:
@@ -411,15 +416,18 @@ def placements(op: str, inputs: dict, output, collectives: dict) -> Picture:
             _box(axes, left + c0 * cell, -r1 * cell, (c1 - c0) * cell, (r1 - r0) * cell, shades[rank % 4])
             axes.text(left + (c0 + c1) / 2 * cell, -(r0 + r1) / 2 * cell, f"rank {rank}", fontsize=7.5,
                       ha="center", va="center")
+        below = [piece.placement, "×".join(map(str, piece.shape))]
         if whole:
             _box(axes, left, -rows * cell, cols * cell, rows * cell, "#e0e0e0")
-            held = "a partial sum" if piece.placement.startswith("P") else "all of it"
-            axes.text(left + cols * cell / 2, -rows * cell / 2, f"every rank:\n{held}",
-                      fontsize=7.5, ha="center", va="center")
+            held = "every rank:\n" + ("a partial sum" if piece.placement.startswith("P") else "all of it")
+            if rows >= 3:  # room inside the box; a thin one says it below
+                axes.text(left + cols * cell / 2, -rows * cell / 2, held, fontsize=7.5, ha="center", va="center")
+            else:
+                below[1:1] = held.split("\n")
         axes.text(left + cols * cell / 2, 0.45, piece.name, fontsize=9, ha="center", va="center",
                   family="monospace")
-        axes.text(left + cols * cell / 2, -rows * cell - 0.45, f"{piece.placement}\n{rows}×{cols}", fontsize=7.5,
-                  ha="center", va="center", family="monospace")
+        axes.text(left + cols * cell / 2, -rows * cell - 0.2, "\n".join(below), fontsize=7.5, ha="center",
+                  va="top", family="monospace")
     arrow_x = boxes[-1] - 3.9
     moved = "\n".join(f"{name} ×{count}" for name, count in data.collectives.items()) or "0 collectives"
     axes.annotate("", xy=(boxes[-1] - 0.2, -height / 2), xytext=(arrow_x, -height / 2),
