@@ -258,7 +258,8 @@ def table(ops, keys: tuple[str, ...] = dispatch.COURSE_KEYS, title: str = "") ->
             entry = data[op][key]
             kind, where = words(entry)
             _box(axes, left + 0.05, y + 0.05, width - 0.1, cell_h - 0.1,
-                 ALIAS if entry.alias else _COLORS[entry.kind], dashed=entry.kind == "fallthrough")
+                 ALIAS if entry.alias and entry.kind == "kernel" else _COLORS[entry.kind],
+                 dashed=entry.kind == "fallthrough")
             axes.text(left + 0.2, y + cell_h * 0.66, kind, fontsize=8.5, va="center", fontweight="bold",
                       color=MUTED if entry.kind in ("none", "fallthrough") else TEXT)
             axes.text(left + 0.2, y + cell_h * 0.3, where, fontsize=7, va="center", family="monospace", color=TEXT)
@@ -267,9 +268,10 @@ def table(ops, keys: tuple[str, ...] = dispatch.COURSE_KEYS, title: str = "") ->
 
 # -- paths ---------------------------------------------------------------------------------------------------
 def hop(path: dispatch.CallPath, index: int) -> str | None:
-    """How kernel `index` of a recorded path was reached from the kernel that ran it: "guard" (a fresh call under
-    a guard: the thread's exclude set grew on the way), "redispatch" (nothing newly excluded, and a lower key:
-    the caller passed a masked key set), "call" (neither), or None for a kernel called from outside."""
+    """How kernel `index` of a recorded path was reached from the kernel that ran it: "guard" (the thread's exclude
+    set grew on the way: the caller called, or redispatched, under a guard), "redispatch" (nothing newly excluded,
+    and a lower key: the caller passed a masked key set), "call" (neither), or None for a kernel called from
+    outside. A recording sees exclude sets, not call sites: under a guard, a fresh call and a redispatch look alike."""
     parent = path.parent(index)
     if parent is None:
         return None
@@ -291,8 +293,9 @@ def _ranked(*keys: str) -> list[str]:
 
 def path(recorded: dispatch.CallPath) -> Picture:
     """A recorded path: one numbered box per kernel in the order they started, each indented under the kernel that
-    ran it; a solid arrow for a fresh call under a guard (labelled by what the guard excludes), a dashed one for a
-    redispatch. Phases marked with CallPath.phase head their steps. C++ and Python kernels are labelled so."""
+    ran it; a solid arrow where a guard excluded keys on the way (labelled by what it excludes), a dashed one for a
+    redispatch with nothing newly excluded. Phases marked with CallPath.phase head their steps; C++ and Python
+    kernels are labelled so."""
     steps = recorded.steps
     row, indent, header = 1.5, 0.55, 0.9
     starts = {first: label for first, label in recorded.phases}
@@ -330,7 +333,7 @@ def path(recorded: dispatch.CallPath) -> Picture:
         before = steps[parent]
         added = [key for key in step.excluded if key not in before.excluded]
         dropped = [key for key in before.excluded if key not in step.excluded]
-        label = {"guard": f"call under a guard that excludes {dispatch.key_list(added, 200, 1)}",
+        label = {"guard": f"under a guard that excludes {dispatch.key_list(added, 200, 1)}",
                  "redispatch": "redispatch: nothing newly excluded",
                  "call": (f"call; no longer excluded: {dispatch.key_list(dropped, 60, 1)}" if dropped
                           else "call: nothing newly excluded")}[hops[i]]

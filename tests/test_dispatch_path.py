@@ -187,7 +187,7 @@ def test_picture_has_one_box_per_kernel(layers):
     picture = pictures.path(path)
     texts = [text.get_text() for text in picture.figure.axes[0].texts]
     assert "1. Autograd" in texts and "2. CPU" in texts and "csrc/cpu/mymatmul.cpp  (C++)" in texts
-    assert "call under a guard that excludes Autograd, ADInplaceOrView" in texts
+    assert "under a guard that excludes Autograd, ADInplaceOrView" in texts
     assert picture.data is path and pictures.hop(path, 1) == "guard" and pictures.hop(path, 0) is None
 
 

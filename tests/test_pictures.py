@@ -119,7 +119,7 @@ def test_path_hops(layers):
     with torch.no_grad(), dispatch.record_path("myadd_inplace(x, y)") as path:
         myops.myadd_inplace(x, y)
     assert path.keys() == ["Autograd", "ADInplaceOrView", "CPU"]
-    # Autograd passes a masked key set on (nothing newly excluded); ADInplaceOrView calls under a guard.
+    # Autograd passes a masked key set on (nothing newly excluded); ADInplaceOrView goes on under a guard.
     assert [pictures.hop(path, i) for i in range(3)] == [None, "redispatch", "guard"]
     assert pictures.path(path).data is path
 
