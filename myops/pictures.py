@@ -171,8 +171,8 @@ def key_set(*tensors: torch.Tensor, op: str | None = None, title: str = "") -> P
     Rows: the tensors' keys, the thread-local include and exclude sets, and the call's key set (tensors ∪
     include − exclude, as dispatch.call_key_set computes it). With `op`, the keys `op` falls through are crossed
     out and the first key after them is the one that runs."""
-    sets = {"tensors": DispatchKeySet(torch._C.DispatchKey.Undefined) if not tensors else torch._C._dispatch_keys(tensors[0])}
-    for tensor in tensors[1:]:
+    sets = {"tensors": DispatchKeySet(torch._C.DispatchKey.Undefined)}
+    for tensor in tensors:
         sets["tensors"] = sets["tensors"] | torch._C._dispatch_keys(tensor)
     sets["include"] = torch._C._dispatch_tls_local_include_set()
     sets["exclude"] = torch._C._dispatch_tls_local_exclude_set()
@@ -206,15 +206,16 @@ def key_set(*tensors: torch.Tensor, op: str | None = None, title: str = "") -> P
     axes.text(len(functionality) / 2, header + 0.35, "functionality bits", fontsize=8, ha="center", color=MUTED)
     axes.text(len(functionality) + gap + len(backend) / 2, header + 0.35, "backend bits", fontsize=8,
               ha="center", color=MUTED)
-    rows = (("tensors", "tensors' keys  ∪"), ("include", "include (thread)  ∪"), ("exclude", "exclude (thread)  −"),
-            ("call", "call's key set  ="))
+    rows = (("tensors", "tensors' keys  ∪"), ("include", "include (thread)  ∪"),
+            ("exclude", "exclude (thread)  −"), ("call", "call's key set  ="))
     for r, (row, label) in enumerate(rows):
         y = -1 - r - (0.25 if row == "call" else 0)
         axes.text(-0.15, y + 0.5, label, fontsize=8.5, ha="right", va="center",
                   fontweight="bold" if row == "call" else "normal")
         for bit, x in columns.items():
             on = raws[row] >> bit & 1
-            color = NONE if not on else EXCLUDED if row == "exclude" else RUNS if row == "call" and bit in runs_bits else SET
+            color = (NONE if not on else EXCLUDED if row == "exclude" else
+                     RUNS if row == "call" and bit in runs_bits else SET)
             _box(axes, x + 0.05, y + 0.05, 0.9, 0.9, color, edge="#999999" if not on else EDGE,
                  width=1.6 if color == RUNS else 0.6)
             if row == "call" and on and bit in skipped_bits:
