@@ -243,7 +243,7 @@ def table(ops, keys: tuple[str, ...] = dispatch.COURSE_KEYS, title: str = "") ->
                   [max(len(kind) * 0.62 * 8.5, len(where) * 0.6 * 7) / 72 / unit + 0.45
                    for kind, where in map(words, data[op].values())]) for op in ops]
     lefts = [sum(widths[:c]) for c in range(len(ops))]
-    cell_h, label_w = 1.0, 0.3 + max(len(key) for key in keys) * 0.6 * 9 / 72 / unit
+    cell_h, label_w = 1.0, 0.6 + max(len(key) for key in keys) * 0.6 * 9 / 72 / unit
     top = 2.0 if title else 1.0
     figure, axes = _figure(unit * (label_w + sum(widths) + 0.2), 0.42 * (len(keys) + 0.1 + top),
                            (-label_w, sum(widths) + 0.2), (-len(keys) * cell_h - 0.1, top))
