@@ -181,9 +181,10 @@ def key_set(*tensors: torch.Tensor, op: str | None = None, title: str = "") -> P
     data = KeySetData(*(key_names(sets[row]) for row in ("tensors", "include", "exclude", "call")), runs, skipped)
 
     raws = {row: keys.raw_repr() for row, keys in sets.items()}
-    every = 0
-    for raw in raws.values():
-        every |= raw
+    # A column for each bit the tensors or the include set bring; excluding a bit nothing brings changes nothing,
+    # so those exclude bits are only counted ("+N").
+    every = raws["tensors"] | raws["include"]
+    hidden = len(_bits(raws["exclude"] & ~every))
     functionality = [bit for bit in _bits(every) if bit >= BACKEND_BITS]
     backend = [bit for bit in _bits(every) if bit < BACKEND_BITS]
     gap = 0.6
@@ -194,11 +195,11 @@ def key_set(*tensors: torch.Tensor, op: str | None = None, title: str = "") -> P
     skipped_bits = {max(_bits(DispatchKeySet(getattr(torch._C.DispatchKey, key)).raw_repr())) for key in skipped}
     label_width = 5.6
     header = 0.5 + 0.21 * max(len(bit_name(bit)) for bit in columns)  # room for the longest rotated name
-    figure, axes = _figure(0.3 * (label_width + width + 1.2), 0.3 * (4.2 + header + 1.3),
-                           (-label_width, width + 1.2), (-4.5, header + 1.3))
-    axes.text(-label_width + 0.1, header + 0.9, title or "the key set of one call", fontsize=10, va="center")
+    figure, axes = _figure(0.3 * (label_width + width + 1.8), 0.3 * (4.2 + header + 2.1),
+                           (-label_width, width + 1.8), (-4.5, header + 2.1))
+    axes.text(-label_width + 0.1, header + 1.65, title or "the key set of one call", fontsize=10, va="center")
     if runs:
-        axes.text(width, header + 0.9, f"runs: {runs}", fontsize=10, va="center", ha="right", fontweight="bold",
+        axes.text(-label_width + 0.1, header + 0.95, f"runs: {runs}", fontsize=10, va="center", fontweight="bold",
                   color="#9a5a00")
     for bit, x in columns.items():
         axes.text(x + 0.5, 0.2, bit_name(bit), rotation=90, fontsize=7.5, ha="center", va="bottom",
@@ -212,10 +213,14 @@ def key_set(*tensors: torch.Tensor, op: str | None = None, title: str = "") -> P
         y = -1 - r - (0.25 if row == "call" else 0)
         axes.text(-0.15, y + 0.5, label, fontsize=8.5, ha="right", va="center",
                   fontweight="bold" if row == "call" else "normal")
+        if row == "exclude" and hidden:
+            axes.text(width + 0.15, y + 0.5, f"+{hidden} more", fontsize=8, va="center", color=MUTED)
         for bit, x in columns.items():
             on = raws[row] >> bit & 1
-            color = (NONE if not on else EXCLUDED if row == "exclude" else
-                     RUNS if row == "call" and bit in runs_bits else SET)
+            # Subtracting a key set removes functionality bits only (DispatchKeySet::operator-): an excluded backend
+            # bit stays in the call, so it is drawn neutral, not red.
+            color = (NONE if not on else FALLTHROUGH if row == "exclude" and bit < BACKEND_BITS else
+                     EXCLUDED if row == "exclude" else RUNS if row == "call" and bit in runs_bits else SET)
             _box(axes, x + 0.05, y + 0.05, 0.9, 0.9, color, edge="#999999" if not on else EDGE,
                  width=1.6 if color == RUNS else 0.6)
             if row == "call" and on and bit in skipped_bits:
