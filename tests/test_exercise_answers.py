@@ -644,12 +644,31 @@ ANSWERS += [
            verdict="not solved yet: with x Replicate() (of 2 dimensions) and w Partial(), DTensor ran collectives "
            "(reduce_scatter_tensor x1) to move the inputs to a strategy your rule lists: no strategy of yours fits "
            "these placements, yet the dot product is linear in w: a partial w gives a partial result: list it"),
-    answer("16", "only-the-first-dimension",
-           ("rule.py", _ROWS, "    strategies.append(([Shard(0)], [Shard(0), Replicate()]))\n"),
-           verdict="not solved yet: with x Shard(1) (of 3 dimensions) and w Replicate(), DTensor ran collectives "
+    # Right for some numbers of dimensions only: the stub promises x of any shape [..., n].
+    answer("16", "a-row-even-in-one-dimension",
+           ("rule.py", _ROWS, "    strategies += [([Shard(dim)], [Shard(dim), Replicate()])\n"
+            "                   for dim in range(max(last, 1))]\n"),
+           verdict="not solved yet: the strategy ([Shard(0)], [Shard(0), Replicate()]) (for x of shape [6]) has every "
+           "rank call ex16::rowdot on its part of x (shape [3]) and of w (shape [6]), which raised RuntimeError: "
+           "ex16::rowdot: expected w of shape [3] (x's last dimension), got [6]: the parts a rank holds must still "
+           "fit together"),
+    answer("16", "rows-of-at-most-three-dimensions",
+           ("rule.py", _ROWS, "    strategies += [([Shard(dim)], [Shard(dim), Replicate()])\n"
+            "                   for dim in range(min(last, 2))]\n"),
+           verdict="not solved yet: with x Shard(2) (of 4 dimensions) and w Replicate(), DTensor ran collectives "
            "(all_gather_into_tensor x1) to move the inputs to a strategy your rule lists: no strategy of yours "
            "fits these placements, yet rows are independent: each rank can compute the output of its own rows: "
            "list it"),
+    answer("16", "negative-output-dimension", _rows("([Shard(dim - last)], [Shard(dim), Replicate()])"),
+           verdict="not solved yet: the strategy ([Shard(-1)], [Shard(0), Replicate()]) gives the output Shard(-1): "
+           "DTensor counts dimensions from 0 and refuses a negative one; write Shard(x.ndim - 2) for the output's "
+           "last dimension"),
+    answer("16", "only-the-first-dimension",
+           ("rule.py", _ROWS, "    strategies.append(([Shard(0)], [Shard(0), Replicate()]))\n"),
+           verdict="not solved yet: the strategy ([Shard(0)], [Shard(0), Replicate()]) (for x of shape [6]) has every "
+           "rank call ex16::rowdot on its part of x (shape [3]) and of w (shape [6]), which raised RuntimeError: "
+           "ex16::rowdot: expected w of shape [3] (x's last dimension), got [6]: the parts a rank holds must still "
+           "fit together"),
 ]
 
 

@@ -26,7 +26,9 @@ def check(context: Context) -> None:
     context.load_python("rule.py")
     op = require_op("ex16", "rowdot", f"keep the given operator in {context.file('rule.py')}")
     w = randn(6, dtype=torch.float64, seed=1)
-    xs = (randn(4, 6, dtype=torch.float64, seed=2), randn(2, 4, 6, dtype=torch.float64, seed=3))
+    # Any shape [..., n]: a rule may be right for some numbers of dimensions only (x of one dimension has no rows).
+    xs = (randn(4, 6, dtype=torch.float64, seed=2), randn(2, 4, 6, dtype=torch.float64, seed=3),
+          randn(6, dtype=torch.float64, seed=4), randn(2, 2, 2, 6, dtype=torch.float64, seed=5))
     for x in xs:
         expect_close(f"{_OP} on x of shape {list(x.shape)}, in one process (keep the given kernel)",
                      call(_OP, op, x, w), _reference(x, w))
@@ -131,7 +133,7 @@ def _strategies(asked: str, found) -> list[tuple]:
             # DTensorSpec.compute_default_shard_order)
             if isinstance(placement, Shard) and placement.dim < 0:
                 raise Unsolved(f"{shown} gives {role} {_name(placement)}: DTensor counts dimensions from 0 and "
-                               "refuses a negative one; write Shard(x.ndim - 1) for x's last dimension")
+                               f"refuses a negative one; {_LAST_DIMENSION[role]}")
         strategies.append((tuple(outs), tuple(ins)))
     return strategies
 
@@ -166,6 +168,12 @@ def _try_strategy(op, mesh, x, w, strategy) -> None:
                        "it out (DTensor redistributes inputs to a strategy you list)")
     raise Unsolved(f"{shown} claims the output is {_name(claimed)}, but after each rank runs the kernel on its "
                    f"parts of x and w{summed}, the ranks hold {_name(held)}: {_MEANING[type(held)]}")
+
+
+# How to name each tensor's last dimension without a negative number (the output has one dimension less than x).
+_LAST_DIMENSION = {"x": "write Shard(x.ndim - 1) for x's last dimension",
+                   "the output": "write Shard(x.ndim - 2) for the output's last dimension",
+                   "w": "w has one dimension: write Shard(0)"}
 
 
 _MEANING = {Replicate: "every rank holds the whole result",
