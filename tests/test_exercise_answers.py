@@ -734,10 +734,21 @@ ANSWERS += [
                                  "so they take the same arithmetic written in PyTorch.\n    @myaxpy.register_kernel(\"cpu\")\n"
                                  "    def _(x, y, alpha):\n        check_inputs(x, y)\n"
                                  "        acc = torch.float64 if x.dtype == torch.float64 else torch.float32\n"
-                                 "        return (alpha * x.to(acc) + y.to(acc)).to(x.dtype)\n", ""),
+                                 "        # contiguous, as the fake kernel says and the Triton kernel writes it, whatever "
+                                 "the inputs' strides\n"
+                                 "        return (alpha * x.to(acc) + y.to(acc)).to(x.dtype).contiguous()\n", ""),
            verdict="not solved yet: without TRITON_INTERPRET, ex17::myaxpy has no kernel of its own on the CPU key: "
            "the dispatch table shows the default backend kernel there (triton_op's body, which launches the Triton "
            "kernel); " + NO_CPU_FALLBACK),
+    # The fallback answers for the kernel in every dtype and layout:
+    answer("17", "fallback-keeps-the-inputs-layout", ("myaxpy.py", ".to(x.dtype).contiguous()", ".to(x.dtype)"),
+           verdict="not solved yet: without TRITON_INTERPRET (Triton cannot run CPU tensors), ex17::myaxpy on "
+           "transposed torch.float32 inputs returned a tensor of strides [1, 5], but the fake kernel and the Triton "
+           "kernel make it contiguous: torch.compile plans with the fake's layout; return the fallback's result "
+           ".contiguous()"),
+    answer("17", "fallback-returns-float32", ("myaxpy.py", ".to(x.dtype).contiguous()", ".contiguous()"),
+           verdict="not solved yet: without TRITON_INTERPRET (Triton cannot run CPU tensors), ex17::myaxpy on "
+           "contiguous torch.float16 inputs returned dtype torch.float32, expected torch.float16"),
     answer("17", "decomposed-on-cpu", ("myaxpy.py", "decompose_custom_triton_ops = False\n",
                                        "decompose_custom_triton_ops = True\n"),
            verdict="not solved yet: opcheck's test_aot_dispatch_dynamic fails for ex17::myaxpy: RuntimeError: "
@@ -824,3 +835,16 @@ def test_the_gpu_run_judges_exercise_03():
     assert "cuda" in {mark.name for mark in test_exercise_03_on_a_gpu.pytestmark}
     assert {"03-reference-solution", "03-capped-grid-without-stride", "03-stream-before-guard"} <= {
         str(case) for case in ON_A_GPU}
+
+
+def test_a_wrong_value_is_shown_with_the_digits_that_tell_it_apart():
+    import torch
+
+    from myops.exercises.expect import expect_close
+    from myops.exercises.runner import Unsolved
+
+    expected = torch.tensor([1.0, 1.1611000001], dtype=torch.float64)
+    with pytest.raises(Unsolved, match=r"at index \[1\] expected 1\.1611000001, got 1\.1611$"):
+        expect_close("op", torch.tensor([1.0, 1.1611], dtype=torch.float64), expected, rtol=0, atol=0)
+    with pytest.raises(Unsolved, match=r"expected 2, got 2\.5$"):  # six digits where they suffice
+        expect_close("op", torch.tensor([2.5]), torch.tensor([2.0]))

@@ -259,16 +259,25 @@ def _fallback_verdict(folder: str, display: str) -> str:
             raise Unsolved(f"without TRITON_INTERPRET, {OP} has no kernel of its own on the CPU key: the dispatch "
                            "table shows the default backend kernel there (triton_op's body, which launches the "
                            f"Triton kernel){yours}; {hint}")
-        for name, x, y in layouts(torch.float32, seed=8):
-            if x.dim() == 2 and x.numel():
-                what = f"without TRITON_INTERPRET (Triton cannot run CPU tensors), {OP} on {name} CPU inputs"
-                try:
-                    out = op(x, y, 0.5)
-                except Exception as error:
-                    raise Unsolved(f"{what} raised {one_line(error)}: {hint}") from None
-                expect_close(what, out, reference(x, y, 0.5))
+        # The fallback answers for the kernel: every dtype and layout, the kernel's dtype and (contiguous) layout.
+        for dtype in DTYPES:
+            for name, x, y in layouts(dtype, seed=8):
+                if x.dim() == 2 and x.numel():
+                    what = f"without TRITON_INTERPRET (Triton cannot run CPU tensors), {OP} on {name} {dtype} inputs"
+                    try:
+                        out = op(x, y, 0.5)
+                    except Exception as error:
+                        raise Unsolved(f"{what} raised {one_line(error)}: {hint}") from None
+                    expect_close(what, out, reference(x, y, 0.5))
+                    if not out.is_contiguous():
+                        raise Unsolved(f"{what} returned a tensor of strides {list(out.stride())}, but the fake "
+                                       "kernel and the Triton kernel make it contiguous: torch.compile plans with "
+                                       "the fake's layout; return the fallback's result .contiguous()")
+        samples = [(randn(5, 7, requires_grad=True), randn(5, 7, seed=1), 0.5),
+                   (randn(7, 5, seed=2).t(), randn(5, 7, seed=3), -2.0),
+                   (randn(5, 7, dtype=torch.float16, seed=4), randn(5, 7, dtype=torch.float16, seed=5), 2.0)]
         try:
-            opcheck(f"{OP} without TRITON_INTERPRET", op, [(randn(5, 7, requires_grad=True), randn(5, 7, seed=1), 0.5)])
+            opcheck(f"{OP} without TRITON_INTERPRET", op, samples)
         except Unsolved as unsolved:
             hint = f": {NO_DECOMPOSITION}" if "test_aot_dispatch_dynamic" in str(unsolved) else ""
             raise Unsolved(f"{unsolved}{hint}") from None

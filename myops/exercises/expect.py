@@ -137,9 +137,18 @@ def expect_close(what: str, actual, expected, rtol: float | None = None, atol: f
         diff = (actual.double() - expected.double()).abs().cpu()
         worst = int(diff.argmax()) if diff.numel() else 0
         index = _index_of(worst, list(actual.shape))
-        raise Unsolved(f"{what} returned wrong values: at index {list(index)} expected "
-                       f"{expected.double().flatten()[worst].item():.6g}, got "
-                       f"{actual.double().flatten()[worst].item():.6g}") from None
+        wanted, got = _distinct(expected.double().flatten()[worst].item(), actual.double().flatten()[worst].item())
+        raise Unsolved(f"{what} returned wrong values: at index {list(index)} expected {wanted}, got {got}") from None
+
+
+def _distinct(wanted: float, got: float) -> tuple[str, str]:
+    """Both numbers with 6 significant digits, or as many more as it takes to tell them apart (a float64 error
+    can hide in the 10th)."""
+    for digits in range(6, 18):
+        shown = f"{wanted:.{digits}g}", f"{got:.{digits}g}"
+        if shown[0] != shown[1]:
+            return shown
+    return shown
 
 
 def _index_of(flat: int, shape: list[int]) -> tuple[int, ...]:

@@ -63,7 +63,8 @@ if not INTERPRETED:
     def _(x, y, alpha):
         check_inputs(x, y)
         acc = torch.float64 if x.dtype == torch.float64 else torch.float32
-        return (alpha * x.to(acc) + y.to(acc)).to(x.dtype)
+        # contiguous, as the fake kernel says and the Triton kernel writes it, whatever the inputs' strides
+        return (alpha * x.to(acc) + y.to(acc)).to(x.dtype).contiguous()
 
 # torch.compile decomposes a triton_op into its Triton kernel whatever the inputs' device (triton_op's
 # functional_decomp), and on CPU tensors neither the interpreter (fake tensors have no data) nor a GPU build of
