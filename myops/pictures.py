@@ -194,9 +194,10 @@ def key_set(*tensors: torch.Tensor, op: str | None = None, title: str = "") -> P
     runs_bits = set(_bits(DispatchKeySet(getattr(torch._C.DispatchKey, runs)).raw_repr())) if runs else set()
     skipped_bits = {max(_bits(DispatchKeySet(getattr(torch._C.DispatchKey, key)).raw_repr())) for key in skipped}
     label_width = 5.6
+    right = 0.6 + 0.2 * len(f"+{hidden} more") if hidden else 1.8  # room for the exclude row's count
     header = 0.5 + 0.21 * max(len(bit_name(bit)) for bit in columns)  # room for the longest rotated name
-    figure, axes = _figure(0.3 * (label_width + width + 1.8), 0.3 * (4.2 + header + 2.1),
-                           (-label_width, width + 1.8), (-4.5, header + 2.1))
+    figure, axes = _figure(0.3 * (label_width + width + right), 0.3 * (4.2 + header + 2.1),
+                           (-label_width, width + right), (-4.5, header + 2.1))
     axes.text(-label_width + 0.1, header + 1.65, title or "the key set of one call", fontsize=10, va="center")
     if runs:
         axes.text(-label_width + 0.1, header + 0.95, f"runs: {runs}", fontsize=10, va="center", fontweight="bold",
@@ -413,8 +414,11 @@ def placements(op: str, inputs: dict, output, collectives: dict) -> Picture:
         boxes.append(x)
         x += piece.matrix[1] * cell + (4.2 if piece is data.inputs[-1] else 0.9)
     height = max(piece.matrix[0] for piece in pieces) * cell
-    depth = 1.5  # room below the deepest tensor for its labels (up to four lines)
-    figure, axes = _figure(0.55 * x + 0.3, 0.55 * (height + depth + 1.3) + 0.2, (-0.3, x), (-height - depth, 1.3))
+    def label_lines(piece: Piece) -> int:  # placement and shape; a thin whole tensor also says what ranks hold
+        return 2 + 2 * (len(set(piece.ranks)) == 1 and piece.matrix[0] < 3)
+
+    bottom = max(piece.matrix[0] * cell + 0.35 + 0.3 * label_lines(piece) for piece in pieces)
+    figure, axes = _figure(0.55 * x + 0.3, 0.55 * (bottom + 1.3) + 0.2, (-0.3, x), (-bottom, 1.3))
     axes.text(-0.2, 1.0, op, fontsize=10, va="center", family="monospace", fontweight="bold")
     for piece, left in zip(pieces, boxes):
         rows, cols = piece.matrix
