@@ -2,6 +2,7 @@
 its output equals ATen's; built with the seed's CMake command style, with and without a system CUDA toolkit."""
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -45,6 +46,27 @@ def test_runner_output_equals_aten(package, built, tmp_path):
     assert ran.stdout == "myops_runner: 2 inputs, 1 output, sizes [8, 16]\n"
     (out,) = deploytools.read_outputs(tmp_path / "out")
     torch.testing.assert_close(out, deploytools.reference(deploytools.Block(), *inputs))
+
+
+def test_the_loader_leaves_nothing_in_the_temporary_folder(package, built, tmp_path):
+    """The runner's loader extracts the package into its temporary folder and never removes it: run_runner gives
+    it one of its own under build/tmp/ and removes it afterwards."""
+    import tempfile
+
+    library, runner = built
+    deploytools.write_inputs(tmp_path / "in", deploytools.sample_inputs())
+    here = set(Path(tempfile.gettempdir()).glob("aotinductor_*"))
+    scratch = set((REPO_ROOT / "build" / "tmp").glob("deploy-*"))
+    ran = deploytools.run_runner(runner.path, package, tmp_path / "in", tmp_path / "out", library.path)
+    assert ran.returncode == 0, ran.stderr
+    assert set(Path(tempfile.gettempdir()).glob("aotinductor_*")) == here
+    assert set((REPO_ROOT / "build" / "tmp").glob("deploy-*")) == scratch
+    with deploytools.scratch_env() as env:
+        assert Path(env["TMPDIR"]).parent == REPO_ROOT / "build" / "tmp"
+        assert (Path(env["TMPDIR"]) / "probe").write_text("x") and subprocess.run(
+            [sys.executable, "-c", "import tempfile; print(tempfile.gettempdir())"], env=env, capture_output=True,
+            text=True).stdout.strip() == env["TMPDIR"]
+    assert not Path(env["TMPDIR"]).exists()
 
 
 def test_runner_without_the_library_names_the_missing_operator(package, built, tmp_path):
@@ -106,3 +128,16 @@ def test_runner_builds_and_runs_without_a_system_toolkit(package, built, tmp_pat
     assert ran.returncode == 0, ran.stderr
     (out,) = deploytools.read_outputs(tmp_path / "out")
     torch.testing.assert_close(out, deploytools.reference(deploytools.Block(), *inputs))
+
+
+def test_a_process_keeps_its_temporary_folder_in_build_until_it_ends():
+    """myops.paths.temp_dir_in_build, which notebook 15 and exercise 15's check call before loading a package."""
+    program = ("import tempfile; from myops.paths import temp_dir_in_build; folder = temp_dir_in_build('probe'); "
+               "print(folder); assert tempfile.gettempdir() == str(folder)")
+    first = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
+    assert first.returncode == 0, first.stderr
+    left = Path(first.stdout.strip())
+    assert left.parent == REPO_ROOT / "build" / "tmp" and left.is_dir()  # its process has ended; the folder stays
+    second = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
+    assert second.returncode == 0, second.stderr
+    assert not left.exists()  # the next process removed it

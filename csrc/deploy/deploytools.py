@@ -7,18 +7,26 @@ libmyops.so and of the C++ runner, and the files the runner reads and writes.
 Everything is built into build/deploy/ once and reused while its inputs are unchanged: a package is keyed on the
 model's code, the C++ sources of the operators and the torch version; a CMake build on its sources, its CMake
 files and the torch version. A warm run builds nothing.
+
+The AOTInductor loader extracts every package it loads into the temporary folder and never removes it: the processes
+started here get a temporary folder of their own under build/tmp/, removed when they end.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+
+from myops.paths import BUILD_DIR
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CSRC = REPO_ROOT / "csrc"
@@ -207,7 +215,8 @@ def run_runner(runner: Path, package: Path, inputs: Path, outputs: Path, *librar
         stale.unlink()
     command = [str(runner), *[arg for library in libraries for arg in ("--load", str(library))],
                str(package), str(inputs), str(outputs)]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+    with scratch_env(env) as scratch:
+        result = subprocess.run(command, capture_output=True, text=True, timeout=300, env=scratch)
     result.stdout = result.stdout.replace(str(REPO_ROOT) + "/", "")
     result.stderr = result.stderr.replace(str(REPO_ROOT) + "/", "")
     return result
@@ -215,8 +224,19 @@ def run_runner(runner: Path, package: Path, inputs: Path, outputs: Path, *librar
 
 def run_python(code: str, *args: str) -> subprocess.CompletedProcess:
     """`code` in a fresh Python process (the repository root on sys.path, no library of ours loaded)."""
-    result = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=600,
-                            cwd=REPO_ROOT)
+    with scratch_env() as scratch:
+        result = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=600,
+                                cwd=REPO_ROOT, env=scratch)
     result.stdout = result.stdout.replace(str(REPO_ROOT) + "/", "")
     result.stderr = result.stderr.replace(str(REPO_ROOT) + "/", "")
     return result
+
+
+@contextlib.contextmanager
+def scratch_env(env: dict[str, str] | None = None):
+    """`env` (default: this process's) with a temporary folder of its own under build/tmp/, removed afterwards:
+    where a child process's AOTInductor loader extracts the packages it loads."""
+    root = BUILD_DIR / "tmp"
+    root.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=root, prefix="deploy-") as folder:
+        yield {**(os.environ if env is None else env), "TMPDIR": folder}

@@ -7,7 +7,7 @@ import torch
 
 from myops.exercises.expect import call, expect_close, opcheck, randn, require_op
 from myops.exercises.runner import Context, Unsolved, one_line
-from myops.paths import relative_path
+from myops.paths import relative_path, temp_dir_in_build
 
 MODEL = "model.py"
 OPERATORS = ("ex15::myscale", "ex15::myscale_")
@@ -116,6 +116,7 @@ def check(context: Context) -> None:
                        "its proxy executor: compile the program export_model returned, with "
                        "torch._inductor.aoti_compile_and_package")
 
+    temp_dir_in_build("ex15")  # the loader's extracted package stays out of /tmp
     compiled = call("torch._inductor.aoti_load_package", torch._inductor.aoti_load_package, str(path))
     x2 = randn(4, 8, seed=1)
     from torch.autograd.profiler import profile
