@@ -76,6 +76,8 @@ def test_every_entry_is_translated_and_keeps_its_code_links_markup_and_terms():
     ("It runs the kernel of each operator.", "它运行每个算子的内核。", "glossary: keep 'kernel' in English"),
     ("Every operator has a schema.", "每个运算符都有一个 schema。", "glossary: 'operator' is '算子'"),
     ("Tensors are written in place here.", "张量在这里被就地写入。", "glossary: 'in-place' is '原地'"),
+    ("The rows of `m` are sharded over the ranks.", "`m` 的各行被切分到各个 rank 上。", "glossary: 'shard' is '分片'"),
+    ("AOTAutograd traced the backward.", "AOTAutograd 对反向做了 trace。", "glossary: 'trace' is '追踪'"),
     ("The whole sentence stays as it was.", "The whole sentence stays as it was.", "no Chinese"),
 ])
 def test_the_rules_catch_a_wrong_translation(english, chinese, problem):
@@ -88,6 +90,8 @@ def test_a_right_translation_passes_and_a_comment_exempts_one_term():
     right = Message("A **view** of `x` shares the storage ([06](06_inplace_or_view.ipynb)).",
                     "`x` 的 **视图** 与它共享存储（[06](06_inplace_or_view.ipynb)）。")
     assert translation.problems(right) == []
+    # a form that is a term of its own belongs to that term: *sharding* stays English, it is not *shard* (分片)
+    assert translation.problems(Message("Write its sharding rule.", "写出它的 sharding 规则。")) == []
     quoted = Message("The error says *no kernel for the 'CPU' backend*.", "报错说 *no kernel for the 'CPU' backend*。")
     assert [p for p in translation.problems(quoted) if "backend" in p]
     quoted.user_comments = ["glossary: backend inside the quoted error message"]

@@ -127,15 +127,32 @@ def tidy(templates: Path = REPO / "build" / "gettext") -> None:
 CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
+def forms(word: str) -> set[str]:
+    """A word as English inflects it: *kernel(s)*, *redispatch(es/ed/ing)*, *trace(s/d)* and *tracing*."""
+    found = {word + ending for ending in ("", "s", "es", "ed", "ing")}
+    if word.endswith("e"):
+        found |= {word + "d", word[:-1] + "ing"}
+    return found
+
+
 def glossary() -> list[tuple[str, str, re.Pattern]]:
-    """(English, Chinese, how the English is found) for each row of the glossary's first (checked) table."""
+    """(English, Chinese, how the English is found) for each row of the glossary's first (checked) table. A term is
+    found in any form of its last word (*sharded*, *traced*, *mutation tags*), except a form that is a term of its
+    own (*sharding*, kept in English, is not a form of *shard*, rendered 分片)."""
     text = GLOSSARY.read_text().split("\n## ")[1]  # the first section after the introduction
-    rows = []
+    table = []
     for line in text.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) == 3 and cells[0] not in ("English", "---") and not set(cells[0]) <= {"-"}:
-            words = r"[\s-]".join(re.escape(w) for w in re.split(r"[\s-]", cells[0]))
-            rows.append((cells[0], cells[1], re.compile(rf"\b{words}(?:s|es|ed|ing)?\b", re.I)))
+            table.append((cells[0], cells[1]))
+    terms = {english.lower() for english, _ in table}
+    rows = []
+    for english, chinese in table:
+        *head, last = re.split(r"[\s-]", english)
+        words = [" ".join(head + [form]) for form in sorted(forms(last), key=len, reverse=True)]
+        words = [w for w in words if w.lower() == english.lower() or w.lower() not in terms]
+        alternatives = "|".join(r"[\s-]".join(re.escape(w) for w in re.split(r"[\s-]", w)) for w in words)
+        rows.append((english, chinese, re.compile(rf"\b(?:{alternatives})\b", re.I)))
     return rows
 
 
