@@ -19,7 +19,7 @@ from setuptools.command.sdist import sdist
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
-from flags import CXX_FLAGS  # noqa: E402
+from flags import CXX_FLAGS, LD_FLAGS  # noqa: E402
 
 from torch.utils.cpp_extension import BuildExtension, CppExtension  # noqa: E402
 
@@ -49,6 +49,7 @@ setup(
             SOURCES,
             include_dirs=[str(CSRC)],
             extra_compile_args={"cxx": CXX_FLAGS},
+            extra_link_args=LD_FLAGS,
             # abi3: the library includes no Python header at all (it is loaded with
             # torch.ops.load_library, not imported), so one build serves every CPython >= 3.10.
             py_limited_api=True,

@@ -64,6 +64,8 @@ def build_and_check(cmake, build_dir, *args, wrap=lambda command: command):
     check = subprocess.run([sys.executable, "-c", CHECK, str(build_dir / "libmyops.so")],
                            capture_output=True, text=True, timeout=300)
     assert check.returncode == 0, check.stderr
+    # the layers' protection against a driver that links libstdc++ statically (tests/test_build.py proves it works)
+    assert "-l:libstdc++.so.6" in (build_dir / "CMakeFiles" / "myops.dir" / "link.txt").read_text()
     return configure.stdout, check.stdout.strip()
 
 

@@ -207,6 +207,23 @@ def test_library_needs_only_the_c_shim_of_torch(site):
     assert not [name for name in needed if re.match(r"lib(torch_python|python|cudart|c10_cuda|torch_cuda)", name)]
 
 
+def test_the_wheel_links_the_shared_libstdcxx_as_the_layers_do():
+    """The layers' protection against a driver that links libstdc++ statically (myops.build.LD_FLAGS, proved by
+    tests/test_build.py) reaches the wheel's link line."""
+    import ast
+
+    from myops import build
+
+    sys.path.insert(0, str(REPO_ROOT / "stable"))
+    import flags
+
+    assert "-l:libstdc++.so.6" in flags.LD_FLAGS and "-l:libstdc++.so.6" in build.LD_FLAGS
+    setup = ast.parse((REPO_ROOT / "stable" / "setup.py").read_text())
+    links = [ast.unparse(k.value) for n in ast.walk(setup) if isinstance(n, ast.Call) and ast.unparse(n.func) ==
+             "CppExtension" for k in n.keywords if k.arg == "extra_link_args"]
+    assert links == ["LD_FLAGS"]
+
+
 def test_symbol_check_catches_a_library_that_uses_aten():
     """The check can fail: the course's myadd.cpp, written with ATen, needs mangled c10/ATen symbols."""
     kinds = wheeltools.symbols(wheeltools.aten_probe(REPO_ROOT / "csrc" / "cpu" / "myadd.cpp"))
