@@ -202,7 +202,9 @@ def call_overhead(elements=16, min_run_time=0.5, rounds=5) -> dict:
 
     Each call is written out in full: the attribute lookups of torch.ops are part of what a caller pays."""
     a, b = torch.randn(elements), torch.randn(elements)
-    calls = {  # ATen's add through torch.ops enters as ours does: the gap to torch.add is the entry, not the kernels
+    # ATen's add through torch.ops enters as ours does: its gap to torch.add is the entry alone (the same kernels
+    # run); ours also runs other kernels (notebook 08, section 5)
+    calls = {
         "torch.add": "torch.add(a, b)",
         "torch.ops.aten.add.Tensor": "torch.ops.aten.add.Tensor(a, b)",
         "torch.ops.myops.myadd": "torch.ops.myops.myadd(a, b)",

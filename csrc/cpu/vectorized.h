@@ -3,11 +3,13 @@
 // NOTE [ How wide is Vectorized<T>? ]
 // ATen compiles each of its vectorized kernels several times, once per CPU capability, with both the
 // compiler flags and the macros CPU_CAPABILITY_AVX2 / CPU_CAPABILITY_AVX512 (and CPU_CAPABILITY, the
-// namespace that keeps the copies apart), and picks a copy at run time. The header selects its
+// namespace that keeps the copies apart), and picks a copy at run time. On x86 the header selects its
 // intrinsics by those macros alone: without them, Vectorized<float> is a plain array of 8 floats with
-// scalar loops, whatever -march says. This header derives the macros from what the compiler was
-// allowed to use: a JIT-built layer is compiled with -march=native and gets the widest vectors of the
-// machine that runs it; a portable build (no -m flags) gets the generic version, which is still correct.
+// scalar loops (ATen/cpu/vec/vec_base.h: VECTOR_WIDTH is 32 bytes), whatever -march says. (On aarch64
+// without SVE256, vec_base.h sets VECTOR_WIDTH to 16 bytes and vec128/ gives Vectorized<float> 4 floats
+// in a NEON register, with or without the macros.) This header derives the macros from what the compiler
+// was allowed to use: a JIT-built layer is compiled with -march=native and gets the widest vectors of the
+// machine that runs it; a portable x86 build (no -m flags) gets the generic version, which is still correct.
 #pragma once
 
 #if defined(VECTOR_WIDTH)
