@@ -4,7 +4,8 @@
 // handle is a function-local static) and enters the dispatcher, which picks the kernel from the
 // arguments' dispatch keys: Autograd first whenever its key is in the call's key set (an ordinary CPU or CUDA
 // tensor carries it, requires_grad or not, and no_grad does not take it out: grad mode is a flag the autograd
-// kernel reads, not a dispatch key), then the backend (CPU, CUDA, ...).
+// kernel reads, not a dispatch key; only inference_mode removes it, by excluding the autograd keys and making
+// tensors without them), then the backend (CPU, CUDA, ...).
 #pragma once
 
 #include <ATen/core/Tensor.h>
