@@ -107,8 +107,9 @@ def mymatmul_fake(self: Tensor, other: Tensor) -> Tensor:
 
 
 # -- autograd ------------------------------------------------------------------------------------------------------
-# The C++ layer writes a torch::autograd::Function and redispatches below autograd under a guard. Here torch
-# builds that Function and the guard; we give only the derivative, and setup_context to save what it needs.
+# The C++ layer writes a torch::autograd::Function that calls the operator again under a guard. Here torch builds
+# the Function, which redispatches below autograd inside a guard; we give only the derivative, and setup_context to
+# save what it needs.
 # On torch 2.14 the Function it builds has no setup_context staticmethod, so torch.func.grad/vjp/jacrev refuse
 # it, as they refuse the C++ one (pytorch/pytorch#168393); plain autograd, torch.compile and torch.vmap work.
 def myadd_backward(ctx, grad: Tensor):

@@ -47,6 +47,8 @@ def matmul(self, other) -> list[Strategy]:
         ([Shard(0)], [Shard(0), Replicate()]),   # each rank: its rows of self @ all of other = its rows
         ([Shard(1)], [Replicate(), Shard(1)]),   # all of self @ its columns of other = its columns
         ([Partial()], [Shard(1), Shard(0)]),     # its k-slice of both: a full-size term of the sum over k
+        ([Partial()], [Partial(), Replicate()]),  # (a1 + a2) @ b = a1 @ b + a2 @ b: the sum stays pending
+        ([Partial()], [Replicate(), Partial()]),  # a @ (b1 + b2) likewise
     ]
 
 

@@ -181,6 +181,14 @@ ANSWERS = [
     # -- 05: a backward instead of the NotImplemented fallback ----------------------------------------------
     answer("05", "weight-grad-by-reshape", ("myrmsnorm.cpp", "rows.empty() ? per_row : at::sum(per_row, rows)",
                                             "at::sum(per_row.reshape({-1, x.size(-1)}), {0})"), verdict=SOLVED),
+    # On a 1-d input the list of dimensions to sum is empty, and at::sum over no dimension sums them all.
+    answer("05", "weight-grad-summed-on-1d", ("myrmsnorm.cpp", "rows.empty() ? per_row : at::sum(per_row, rows)",
+                                              "at::sum(per_row, rows)"),
+           verdict=r"re:not solved yet: backward of ex05::myrmsnorm on shape \[5\] with eps=1e-06 and "
+           r"requires_grad=\(True, True\) raised RuntimeError: Function torch::autograd::CppNode<.*MyRMSNormFunction> "
+           r"returned an invalid gradient at index 1 - got \[\] but expected shape compatible with \[5\]: a 1-d self "
+           r"has no dimension but the last, and at::sum over an empty list of dimensions sums every element; return "
+           r"g \* self \* r as it is there"),
     answer("05", "fallthrough", ("myrmsnorm.cpp", 'm.impl("myrmsnorm", &myrmsnorm_autograd);',
                                  'm.impl("myrmsnorm", torch::CppFunction::makeFallthrough());'),
            verdict="not solved yet: ex05::myrmsnorm has a fallthrough on the AutogradCPU key, which skips the key "
@@ -674,8 +682,17 @@ ANSWERS += [
 
 # -- 17: a Triton kernel as an operator, run by Triton's interpreter and then without it --------------------
 NO_DECOMPOSITION = ("torch.compile decomposes a triton_op into its Triton kernel whatever the inputs' device, and "
-                    "Triton cannot run it on CPU tensors (nor the interpreter on fake ones), GPU or not: set "
-                    "torch._functorch.config.decompose_custom_triton_ops = False when it is compiled for CPU tensors")
+                    "Triton cannot run it on CPU tensors (nor the interpreter on fake ones), GPU or not: keep "
+                    "ex17::myaxpy whole with a FunctionalTensorMode rule of its own (myaxpy.register_torch_dispatch) "
+                    "that returns mode.__torch_dispatch__(func, types, args, kwargs), or set "
+                    "torch._functorch.config.decompose_custom_triton_ops = False, which keeps every triton_op of the "
+                    "process whole")
+KEEP_WHOLE = ("@myaxpy.register_torch_dispatch(FunctionalTensorMode)\ndef _(mode, func, types, args, kwargs):\n"
+              "    return mode.__torch_dispatch__(func, types, args, kwargs)")
+INTERPRETED_CPU_KERNEL = ("not solved yet: ex17::myaxpy has a kernel of its own on the CPU key although its Triton "
+                          "kernel is interpreted here, so CPU tensors never reach the Triton kernel: register the "
+                          "PyTorch fallback only where isinstance(axpy_kernel, InterpretedFunction) is False (the "
+                          "interpreter, switched on as notebook 17 does, leaves no TRITON_INTERPRET variable to read)")
 NO_CPU_FALLBACK = ('register a fallback written in PyTorch for CPU tensors, myaxpy.register_kernel("cpu"), used when '
                    'the interpreter is off')
 ANSWERS += [
@@ -723,9 +740,19 @@ ANSWERS += [
            "not raise; refuse it with an error that names ex17::myaxpy (torch._check in the kernel and the fake "
            "kernel)"),
     answer("17", "fallback-always", ("myaxpy.py", "if not INTERPRETED:\n", "if True:\n"),
+           verdict=INTERPRETED_CPU_KERNEL),
+    # The interpreter is switched on as notebook 17 does it, which removes the variable once triton is imported.
+    answer("17", "interpreted-read-from-the-environment",
+           ("myaxpy.py", "INTERPRETED = isinstance(axpy_kernel, InterpretedFunction)",
+            'INTERPRETED = __import__("os").environ.get("TRITON_INTERPRET") == "1"'), verdict=INTERPRETED_CPU_KERNEL),
+    answer("17", "interpreted-read-from-the-knob",
+           ("myaxpy.py", "INTERPRETED = isinstance(axpy_kernel, InterpretedFunction)",
+            "INTERPRETED = triton.knobs.runtime.interpret"), verdict=SOLVED),
+    answer("17", "no-launch", ("myaxpy.py", "    wrap_triton(axpy_kernel)[(triton.cdiv(n, BLOCK),)](", "    return "
+                               "(alpha * x.to(torch.float64) + y.to(torch.float64)).to(x.dtype)\n    "
+                               "wrap_triton(axpy_kernel)[(triton.cdiv(n, BLOCK),)]("),
            verdict="not solved yet: ex17::myaxpy on contiguous torch.float32 inputs of shape [37, 41] launched no "
-           "Triton kernel under TRITON_INTERPRET=1: the operator must run axpy_kernel through wrap_triton; register "
-           "the PyTorch fallback for CPU tensors only when the interpreter is off"),
+           "Triton kernel under Triton's interpreter: the operator must run axpy_kernel through wrap_triton"),
     answer("17", "fallback-on-cuda", ("myaxpy.py", '@myaxpy.register_kernel("cpu")', '@myaxpy.register_kernel("cuda")'),
            verdict="not solved yet: without TRITON_INTERPRET, ex17::myaxpy has no kernel of its own on the CPU key: "
            "the dispatch table shows the default backend kernel there (triton_op's body, which launches the Triton "
@@ -749,15 +776,18 @@ ANSWERS += [
     answer("17", "fallback-returns-float32", ("myaxpy.py", ".to(x.dtype).contiguous()", ".contiguous()"),
            verdict="not solved yet: without TRITON_INTERPRET (Triton cannot run CPU tensors), ex17::myaxpy on "
            "contiguous torch.float16 inputs returned dtype torch.float32, expected torch.float16"),
-    answer("17", "decomposed-on-cpu", ("myaxpy.py", "decompose_custom_triton_ops = False\n",
-                                       "decompose_custom_triton_ops = True\n"),
+    answer("17", "no-decomposition-anywhere", ("myaxpy.py", KEEP_WHOLE, "import torch._functorch.config\n\n"
+                                               "torch._functorch.config.decompose_custom_triton_ops = False"),
+           verdict=SOLVED),
+    answer("17", "decomposed-on-cpu", ("myaxpy.py", KEEP_WHOLE, ""),
            verdict="not solved yet: opcheck's test_aot_dispatch_dynamic fails for ex17::myaxpy: RuntimeError: "
            "Attempted to access the data pointer on an invalid python storage.: " + NO_DECOMPOSITION),
     # Decomposed where a GPU is: CPU tensors still reach the Triton kernel (the check loads the answer as if a GPU
     # were present), which Triton cannot run on them.
-    answer("17", "decomposed-where-a-gpu-is", ("myaxpy.py", "decompose_custom_triton_ops = False\n",
-                                               "decompose_custom_triton_ops = torch.cuda.is_available() and not "
-                                               "INTERPRETED\n"),
+    answer("17", "decomposed-where-a-gpu-is", ("myaxpy.py", KEEP_WHOLE, KEEP_WHOLE.replace(
+        "@myaxpy.register_torch_dispatch(FunctionalTensorMode)\ndef _(", "def _keep_whole(") + "\n\n\nif not "
+        "torch.cuda.is_available() or INTERPRETED:\n    myaxpy.register_torch_dispatch(FunctionalTensorMode, "
+        "_keep_whole)\n"),
            verdict="not solved yet: opcheck's test_aot_dispatch_dynamic fails for ex17::myaxpy without "
            "TRITON_INTERPRET: RuntimeError: 0 active drivers ([]). There should only be one.: " + NO_DECOMPOSITION),
 ]

@@ -1,4 +1,4 @@
-// Exercise 04 (notebook 04_autograd): an autograd kernel that redispatches under the right guard.
+// Exercise 04 (notebook 04_autograd): an autograd kernel that calls its operator again under the right guard.
 // Checked by myops/exercises/ex04_autograd.py.
 //
 // ex03's elementwise product again, as ex04::mymul: its schema, CPU kernel and dispatch function are given.

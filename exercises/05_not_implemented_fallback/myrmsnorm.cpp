@@ -9,7 +9,9 @@
 //   1. MyRMSNormFunction::forward: save what backward needs, call the dispatch function below autograd.
 //   2. MyRMSNormFunction::backward, with g the incoming gradient and n the size of the last dimension:
 //        d self   = r * (g * weight) - self * r^3 * mean(self * g * weight, last dim, keepdim)
-//        d weight = sum over every dimension but the last of g * self * r
+//        d weight = sum over every dimension but the last of g * self * r. A 1-d self has no such dimension:
+//                   d weight is then g * self * r as it is, not at::sum of it over an empty list of
+//                   dimensions, which sums every element (torch.ones(3).sum(dim=[]) gives tensor(3.))
 //        d eps    = an undefined tensor (at::Tensor()): eps is a float, it gets no gradient.
 //      ATen operators (at::mul, at::sub, at::mean, at::sum, ...; their headers are included) may be used.
 //   3. Register myrmsnorm_autograd on the Autograd key instead of the fallback.

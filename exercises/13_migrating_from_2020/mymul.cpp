@@ -14,7 +14,10 @@
 //   ahead of the Autograd kernel, so mymul_autograd never runs while it is there)
 //   4. the autocast wrapper sits on the `Autocast` key, which is AutocastCUDA, and calls cached_cast without a
 //      device type (its default is CUDA): in 2020 autocast existed only for CUDA; today, on CPU, the wrapper
-//      never runs and would cast nothing.
+//      never runs and would cast nothing. Its guard names the same key: registered on AutocastCPU, the wrapper
+//      still runs `c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::Autocast);`, which
+//      excludes AutocastCUDA only, so its call to mymul() reaches AutocastCPU, the wrapper itself, again and
+//      again until the stack overflows: the guard must exclude the key the wrapper is registered on.
 // Fix all four. The wanted behaviour: ex13::mymul(self, other) = self * other, its CPU kernel on the CPU key,
 // correct gradients, no run-time warning, and under torch.autocast("cpu") the product runs in the autocast
 // dtype (at::autocast::get_lower_precision_fp_from_device_type(c10::DeviceType::CPU), bfloat16 by default).

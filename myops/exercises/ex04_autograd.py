@@ -1,4 +1,4 @@
-"""Exercise 04: a torch::autograd::Function kernel on the Autograd key that redispatches under the guard."""
+"""Exercise 04: a torch::autograd::Function kernel on the Autograd key that calls its operator again under the guard."""
 import torch
 
 from myops.exercises.expect import (call, expect_close, expect_grads, expect_raises, randn, require_alias_autograd,

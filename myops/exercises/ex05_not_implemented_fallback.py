@@ -24,5 +24,12 @@ def check(context: Context) -> None:
             x = randn(*shape, dtype=torch.float64, seed=len(shape), requires_grad=True)
             for needs in ((True, True), (True, False), (False, True)):
                 xi, wi = x.detach().clone().requires_grad_(needs[0]), w.detach().clone().requires_grad_(needs[1])
-                expect_grads(f"ex05::myrmsnorm on shape {list(shape)} with eps={eps} and requires_grad={needs}",
-                             lambda a, b: op(a, b, eps), (xi, wi), lambda a, b: rmsnorm_reference(a, b, eps))
+                try:
+                    expect_grads(f"ex05::myrmsnorm on shape {list(shape)} with eps={eps} and requires_grad={needs}",
+                                 lambda a, b: op(a, b, eps), (xi, wi), lambda a, b: rmsnorm_reference(a, b, eps))
+                except Unsolved as unsolved:
+                    if len(shape) == 1 and "invalid gradient at index 1 - got []" in str(unsolved):
+                        raise Unsolved(f"{unsolved}: a 1-d self has no dimension but the last, and at::sum over an "
+                                       "empty list of dimensions sums every element; return g * self * r as it is "
+                                       "there") from None
+                    raise

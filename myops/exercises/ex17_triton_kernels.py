@@ -1,15 +1,17 @@
 """Exercise 17: ex17::myaxpy, a Triton kernel made an operator with triton_op, checked without a GPU.
 
-The kernel runs under Triton's interpreter (TRITON_INTERPRET=1, read when triton.jit runs), which executes each
-program with NumPy on CPU tensors and reads memory through raw addresses: a load past the end of a tensor reads
-whatever lies there, silently. The check therefore watches every address the kernel loads from or stores to and
-refuses one outside the tensors it was given. The CPU fallback is checked in a second process, without the
-interpreter, where Triton cannot run CPU tensors at all.
+The kernel runs under Triton's interpreter, switched on as notebook 17 does (myops.triton_interpreter, which
+leaves no TRITON_INTERPRET variable behind). It executes each program with NumPy on CPU tensors and reads memory
+through raw addresses: a load past the end of a tensor reads whatever lies there, silently. The check therefore
+watches every address the kernel loads from or stores to and refuses one outside the tensors it was given. The
+CPU fallback is checked in a second process, without the interpreter, where Triton cannot run CPU tensors at all.
 """
 import os
 
 if __name__ != "__main__":  # the fallback's process (see the end) runs without the interpreter
-    os.environ["TRITON_INTERPRET"] = "1"  # before triton.jit decorates the learner's kernel
+    from myops.triton_interpreter import use_triton_interpreter
+
+    use_triton_interpreter()  # before triton.jit decorates the learner's kernel
 
 import contextlib
 import json
@@ -34,8 +36,11 @@ OP = "ex17::myaxpy"
 SCHEMA = "ex17::myaxpy(Tensor x, Tensor y, float alpha) -> Tensor"
 DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
 NO_DECOMPOSITION = ("torch.compile decomposes a triton_op into its Triton kernel whatever the inputs' device, and "
-                    "Triton cannot run it on CPU tensors (nor the interpreter on fake ones), GPU or not: set "
-                    "torch._functorch.config.decompose_custom_triton_ops = False when it is compiled for CPU tensors")
+                    "Triton cannot run it on CPU tensors (nor the interpreter on fake ones), GPU or not: keep "
+                    "ex17::myaxpy whole with a FunctionalTensorMode rule of its own (myaxpy.register_torch_dispatch) "
+                    "that returns mode.__torch_dispatch__(func, types, args, kwargs), or set "
+                    "torch._functorch.config.decompose_custom_triton_ops = False, which keeps every triton_op of the "
+                    "process whole")
 _RESULT_TAG = "@@ex17-fallback "
 
 
@@ -111,9 +116,8 @@ def run_kernel(watch: _Watch, what: str, fn, *args, hint_outside: str):
             raise
         raise Unsolved(f"{what}: the kernel {watch.outside} outside the tensors it was given; {hint_outside}") from None
     if watch.launches == before:
-        raise Unsolved(f"{what} launched no Triton kernel under TRITON_INTERPRET=1: the operator must run "
-                       "axpy_kernel through wrap_triton; register the PyTorch fallback for CPU tensors only when "
-                       "the interpreter is off")
+        raise Unsolved(f"{what} launched no Triton kernel under Triton's interpreter: the operator must run "
+                       "axpy_kernel through wrap_triton")
     return result
 
 
@@ -159,6 +163,12 @@ def _check_interpreted(context: Context, watch: _Watch) -> None:
     if OP not in triton_ops_to_kernels:
         raise Unsolved(f"{OP} is not a triton_op: define it with @torch.library.triton_op, whose kernels "
                        "torch.compile can see (a custom_op hides them)")
+    cpu = registrations(OP).get("CPU")
+    if cpu is not None and cpu.kind == "kernel":
+        raise Unsolved(f"{OP} has a kernel of its own on the CPU key although its Triton kernel is interpreted "
+                       "here, so CPU tensors never reach the Triton kernel: register the PyTorch fallback only "
+                       "where isinstance(axpy_kernel, InterpretedFunction) is False (the interpreter, switched on "
+                       "as notebook 17 does, leaves no TRITON_INTERPRET variable to read)")
 
     # Values: 5 x 7 and 37 x 41 are odd, so no power-of-two block divides them: the last block has a tail.
     tail = "mask the tail of the last block (offsets < n) in every tl.load and tl.store"

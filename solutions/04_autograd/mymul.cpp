@@ -37,8 +37,9 @@ class MyMulFunction : public torch::autograd::Function<MyMulFunction> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& self, const at::Tensor& other) {
     ctx->save_for_backward({self, other});
-    // The autograd keys (and ADInplaceOrView, which a functional op does not need) are excluded for this
-    // call only: it goes on to the CPU kernel instead of back to mymul_autograd.
+    // The guard excludes the autograd keys (and ADInplaceOrView, which a functional op does not need) until
+    // forward returns: this call, and any call the CPU kernel makes, goes on below autograd instead of back to
+    // mymul_autograd.
     at::AutoDispatchBelowADInplaceOrView guard;
     return ex04::mymul(self, other);
   }

@@ -1,14 +1,12 @@
 """Solution of exercise 17 (notebook 17_triton_kernels): ex17::myaxpy, a Triton kernel as an operator."""
-import os
-
 import torch
-import torch._functorch.config
 import triton
 import triton.language as tl
 from torch import Tensor
+from torch._subclasses.functional_tensor import FunctionalTensorMode
 from torch.library import triton_op, wrap_triton
+from triton.runtime.interpreter import InterpretedFunction
 
-INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"  # read by triton.jit: kernels then run on CPU tensors
 BLOCK = 128
 
 
@@ -27,6 +25,10 @@ def axpy_kernel(x_ptr, y_ptr, out_ptr, alpha, n, cols, x_stride0, x_stride1, y_s
     x = tl.load(x_ptr + row * x_stride0 + col * x_stride1, mask=inside).to(acc_type)
     y = tl.load(y_ptr + row * y_stride0 + col * y_stride1, mask=inside).to(acc_type)
     tl.store(out_ptr + offsets, (alpha * x + y).to(out_ptr.dtype.element_ty), mask=inside)
+
+
+# An interpreter if the interpreter was on when triton.jit decorated the kernel: the kernel then runs on CPU tensors
+INTERPRETED = isinstance(axpy_kernel, InterpretedFunction)
 
 
 @triton_op("ex17::myaxpy", mutates_args=())
@@ -66,7 +68,12 @@ if not INTERPRETED:
         # contiguous, as the fake kernel says and the Triton kernel writes it, whatever the inputs' strides
         return (alpha * x.to(acc) + y.to(acc)).to(x.dtype).contiguous()
 
-# torch.compile decomposes a triton_op into its Triton kernel whatever the inputs' device (triton_op's
-# functional_decomp), and on CPU tensors neither the interpreter (fake tensors have no data) nor a GPU build of
-# Triton runs it. This operator is compiled for CPU tensors: keep it whole, so the compiled graph calls it.
-torch._functorch.config.decompose_custom_triton_ops = False
+
+# torch.compile decomposes a triton_op into its Triton kernel whatever the inputs' device (the FunctionalTensorMode
+# rule triton_op registers, functional_decomp), and on CPU tensors neither the interpreter (fake tensors have no
+# data) nor a GPU build of Triton runs it. This operator is compiled for CPU tensors: a rule of its own replaces
+# triton_op's and keeps it whole, so the compiled graph calls it (on every device). The other triton_ops of the
+# process keep their decomposition, which torch._functorch.config.decompose_custom_triton_ops = False would end.
+@myaxpy.register_torch_dispatch(FunctionalTensorMode)
+def _(mode, func, types, args, kwargs):
+    return mode.__torch_dispatch__(func, types, args, kwargs)  # what functional_decomp does with the setting off
