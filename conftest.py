@@ -8,6 +8,12 @@ the kernel. Reusing nbval's kernel spares a third execution of every notebook.
 
 Where the notebook packages are not installed (a GPU machine's own Python, say), `tests/` still runs: the nbval
 options of pyproject.toml's addopts are accepted and do nothing, and no notebook is collected.
+
+How the items are shared among pytest-xdist's workers: as `--dist loadfile` does, each file goes to one worker
+and runs there in order (a notebook's cells share one kernel; a test file's module fixtures are made once), except
+the learner answers of tests/test_exercise_answers.py. Each of those builds a tree of its own, so they go to
+whichever worker is free: on a fresh clone they compile about a hundred exercise libraries, which on one worker
+would take longer than the rest of the suite.
 """
 import time
 from queue import Empty
@@ -18,6 +24,10 @@ try:
     from nbval.plugin import IPyNbFile
 except ImportError:
     IPyNbFile = None
+try:
+    from xdist.scheduler import LoadFileScheduling
+except ImportError:
+    LoadFileScheduling = None
 
 # The nbval options pyproject.toml's addopts passes: (flag, takes a value).
 NBVAL_OPTIONS = (("--nbval", False), ("--nbval-current-env", False), ("--nbval-sanitize-with", True),
@@ -95,3 +105,17 @@ def pytest_collection_modifyitems(session, config, items):
             last_index[item.parent] = index
     for notebook, index in sorted(last_index.items(), key=lambda pair: pair[1], reverse=True):
         items.insert(index + 1, EveryCellAgain.from_parent(notebook, name=RERUN_NAME))
+
+
+# Tests whose items may run on any worker, apart from the rest of their file.
+SPREAD = ("tests/test_exercise_answers.py::test_each_answer_gets_its_verdict[",)
+
+if LoadFileScheduling is not None:
+    class FilesButSpread(LoadFileScheduling):
+        """`--dist loadfile`, except that each item of SPREAD is a unit of its own."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            return nodeid if nodeid.startswith(SPREAD) else super()._split_scope(nodeid)
+
+    def pytest_xdist_make_scheduler(config, log):
+        return FilesButSpread(config, log)

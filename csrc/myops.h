@@ -2,10 +2,12 @@
 //
 // A dispatch function is what C++ code calls instead of a kernel. It looks the operator up once (the
 // handle is a function-local static) and enters the dispatcher, which picks the kernel from the
-// arguments' dispatch keys: Autograd first whenever its key is in the call's key set (an ordinary CPU or CUDA
-// tensor carries it, requires_grad or not, and no_grad does not take it out: grad mode is a flag the autograd
-// kernel reads, not a dispatch key; only inference_mode removes it, by excluding the autograd keys and making
-// tensors without them), then the backend (CPU, CUDA, ...).
+// arguments' dispatch keys: Autograd first whenever its key is in the call's key set, then the backend (CPU,
+// CUDA, ...). An ordinary CPU or CUDA tensor carries the autograd key, requires_grad or not, and no_grad does
+// not take it out (grad mode is a flag the autograd kernel reads, not a dispatch key). The thread-local exclude
+// set does: inference_mode excludes the autograd keys (and makes tensors without them), and so do
+// at::AutoDispatchBelowAutograd and at::AutoDispatchBelowADInplaceOrView (ATen/core/LegacyTypeDispatch.h),
+// which autograd kernels, ours included, hold while they call on.
 #pragma once
 
 #include <ATen/core/Tensor.h>

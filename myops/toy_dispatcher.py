@@ -7,12 +7,13 @@
 2. Tables. An operator is its registrations, key -> kernel, alias keys included. `computed_entry` says what its
    table holds for a runtime key: the key's own kernel, an alias key's kernel, PyTorch's fallback for the key, or
    nothing.
-3. Calls. `dispatch` masks out the keys whose entry is a fallthrough, looks up the highest key, and follows the
+3. Calls. `dispatch` masks out the keys whose entry is a fallthrough, looks up the highest key, and `follow`s the
    fallbacks that pass the call on (the autograd fallback, PythonTLSSnapshot's) until a kernel runs or it raises.
 4. Boxed. A boxed kernel takes (operator, keys, stack of arguments), so one function serves every operator:
    `call_boxed` runs toy kernels, and `round_below` is a fallback that works for any operator.
 
-Each rule names the PyTorch source it follows; tests/test_toy_dispatcher.py checks them against the installed torch.
+Each rule names the PyTorch source it follows; myops/differential.py checks them against the installed torch on
+generated cases (tests/test_toy_dispatcher.py, notebook 18).
 Left out (LEFT_OUT), and so kept out of the test's generated cases:
 - backends other than CPU and Meta, with their Autograd and Autocast keys;
 - AutogradOther ("ambiguous autogradother"), nested, sparse and quantized tensors;
@@ -340,7 +341,12 @@ class Call:
 def dispatch(op: Operator, tensors: list[KeySet], tls: ThreadLocalState = DEFAULT_TLS, *,
              call_key_set=call_key_set, computed_entry=computed_entry) -> Call:
     """The entries a call of `op` on tensors with these keys reaches (Dispatcher::callBoxed)."""
-    keys = mask_fallthroughs(op, call_key_set(tensors, tls), computed_entry)
+    return follow(op, mask_fallthroughs(op, call_key_set(tensors, tls), computed_entry), computed_entry)
+
+
+def follow(op: Operator, keys: KeySet, computed_entry=computed_entry) -> Call:
+    """The entries a call that holds the key set `keys` (fallthroughs masked out) reaches: the entry of its highest
+    key, then, while that is a fallback that passes the call on, the entry below it (Dispatcher::redispatchBoxed)."""
     call = Call(keys, [])
     while True:
         entry = computed_entry(op, keys.highest_key())
@@ -383,7 +389,8 @@ def redispatch(op: Operator, keys: KeySet, stack: list):
 
 def round_below(key: str, digits: int = 1) -> Kernel:
     """A boxed fallback for `key` that serves every operator: it rounds each tensor argument, whatever the
-    operator's signature, then passes the call on below `key`, as an autocast fallback would lower precision."""
+    operator's signature, then redispatches below `key`: what an autocast wrapper does to the precision of its
+    arguments (notebook 07), written once for every operator."""
     def fallback(op: Operator, keys: KeySet, stack: list):
         rounded = [replace(arg, value=round(arg.value, digits)) if isinstance(arg, ToyTensor) else arg
                    for arg in stack]

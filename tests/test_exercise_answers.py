@@ -793,6 +793,141 @@ ANSWERS += [
 ]
 
 
+# -- 18: a call's key set and a computed table entry, against PyTorch's dispatcher on generated cases ------
+_SOLUTION_18 = (REPO_ROOT / "solutions" / "18_build_the_dispatcher" / "dispatcher.py").read_text()
+
+
+def _between(first: str, last: str) -> str:
+    """The lines of solutions/18's dispatcher.py from the one that starts with `first` to the one that starts with
+    `last`, both included."""
+    start = _SOLUTION_18.index(first)
+    end = _SOLUTION_18.index("\n", _SOLUTION_18.index(last, start)) + 1
+    return _SOLUTION_18[start:end]
+
+
+_KEY_SET = _between("    keys = tls.included", "    return keys - tls.excluded")  # the body of call_key_set
+_ENTRY = _SOLUTION_18[_SOLUTION_18.index("# The alias keys in the order"):]  # ALIASES, COMPOSITES, computed_entry
+_RULE_BY_RULE = """def computed_entry(op: Operator, key: str) -> Entry:
+    kernels = op.kernels
+    if key in kernels:
+        return Entry(key, kernels[key], key, "kernel")
+    functionality, backend = split_key(key)
+    undefined = key == "Undefined"
+    for alias in ("CompositeExplicitAutogradNonFunctional", "CompositeExplicitAutograd"):
+        if alias in kernels and (undefined or alias_covers(alias, key)):
+            return Entry(key, kernels[alias], alias, "default backend kernel")
+    backend_has_kernel = (functionality == "AutogradFunctionality" and runtime_key("Dense", backend) in kernels) \\
+        or "CompositeExplicitAutograd" in kernels
+    if "CompositeImplicitAutograd" in kernels and (undefined or alias_covers("CompositeImplicitAutograd", key)) \\
+            and not backend_has_kernel:
+        return Entry(key, kernels["CompositeImplicitAutograd"], "CompositeImplicitAutograd", "math kernel")
+    if "Autograd" in kernels and not undefined and alias_covers("Autograd", key):
+        return Entry(key, kernels["Autograd"], "Autograd", "autograd kernel")
+    if key in op.fallbacks:
+        return Entry(key, op.fallbacks[key], "fallback", "backend fallback")
+    return Entry(key, None, "", "missing")
+"""
+_IMPLICIT_CHECK = _between('        if alias == "CompositeImplicitAutograd"', "                continue")
+_CPU_CALL = "not solved yet: For an operator with no kernels, called on a CPU tensor"
+_NO_TENSORS = ("PyTorch raises NotImplementedError: There were no tensor arguments to this function (e.g., you passed "
+               "an empty list of Tensors), but no fallback function is registered for schema op")
+_IMPLICIT_HIDES = ("not solved yet: For an operator with kernels at CompositeExplicitAutograd and "
+                   "CompositeImplicitAutograd, called on a CPU tensor, PyTorch runs the CompositeExplicitAutograd "
+                   "kernel; yours runs the CompositeImplicitAutograd kernel: your computed_entry gives AutogradCPU the "
+                   "kernel registered at CompositeImplicitAutograd where PyTorch's table holds PyTorch's fallback")
+ANSWERS += [
+    answer("18", "untouched-stub", base="exercises",
+           verdict="not solved yet: write call_key_set in exercises/18_build_the_dispatcher/dispatcher.py"),
+    # Right, written otherwise than solutions/: a fold over the tensors, and one if per rule of the table.
+    answer("18", "key-set-with-reduce",
+           ("dispatcher.py", _KEY_SET,
+            "    return functools.reduce(operator.or_, tensors, tls.included) - tls.excluded\n"),
+           ("dispatcher.py", "from myops.toy_dispatcher import", "import functools\nimport operator\n\n"
+                                                                 "from myops.toy_dispatcher import"),
+           verdict=SOLVED),
+    answer("18", "entry-rule-by-rule", ("dispatcher.py", _ENTRY, _RULE_BY_RULE), verdict=SOLVED),
+    # Wrong key sets: the exclude set, the include set, the order of the two, and what removing keys removes.
+    answer("18", "exclude-set-ignored", ("dispatcher.py", "    return keys - tls.excluded\n", "    return keys\n"),
+           verdict="not solved yet: For an operator with a kernel at CompositeImplicitAutograd, called on a CPU "
+           "tensor of a __torch_dispatch__ subclass, under inference_mode, PyTorch runs the Python fallback, which "
+           "calls __torch_dispatch__; yours runs the CompositeImplicitAutograd kernel: your call_key_set gives "
+           "KeySet(CPU, BackendSelect, Python, ADInplaceOrView, AutogradCPU, AutocastCPU, PythonTLSSnapshot) where "
+           "PyTorch's key set is KeySet(CPU, BackendSelect, Python, ADInplaceOrView, PythonTLSSnapshot)"),
+    answer("18", "include-set-ignored", ("dispatcher.py", "    keys = tls.included\n", "    keys = KeySet()\n"),
+           verdict=f"{_CPU_CALL}, including Meta, PyTorch raises NotImplementedError: op: attempted to run this "
+           "operator with Meta tensors, but there was no fake impl or Meta kernel registered; yours raises "
+           "NotImplementedError: Could not run 'op' with arguments from the 'CPU' backend: your call_key_set gives "
+           "KeySet(CPU, ADInplaceOrView, AutogradCPU) where PyTorch's key set is KeySet(CPU, Meta, BackendSelect, "
+           "ADInplaceOrView, AutogradCPU, AutogradMeta)"),
+    answer("18", "backend-bits-excluded",
+           ("dispatcher.py", "    return keys - tls.excluded\n",
+            "    return KeySet(keys.functionalities - tls.excluded.functionalities, keys.backends - "
+            "tls.excluded.backends)\n"),
+           verdict=f"{_CPU_CALL}, excluding CPU, {_NO_TENSORS}; yours raises NotImplementedError: Could not run 'op' "
+           "with arguments from the 'AutogradFunctionality' backend: your call_key_set gives KeySet(BackendSelect, "
+           "ADInplaceOrView) where PyTorch's key set is KeySet(BackendSelect, ADInplaceOrView, AutogradCPU)"),
+    answer("18", "exclude-before-include",
+           ("dispatcher.py", _KEY_SET, "    keys = KeySet()\n    for tensor in tensors:\n        keys = keys | tensor\n"
+                                       "    return (keys - tls.excluded) | tls.included\n"),
+           verdict=f"{_CPU_CALL}, excluding CPU, including CPU, {_NO_TENSORS}; yours raises NotImplementedError: "
+           "Could not run 'op' with arguments from the 'CPU' backend: your call_key_set gives KeySet(CPU, "
+           "BackendSelect, ADInplaceOrView, AutogradCPU) where PyTorch's key set is KeySet(BackendSelect, "
+           "ADInplaceOrView, AutogradCPU)"),
+    # Wrong entries: the alias precedence, CompositeImplicitAutograd at an autograd key, Undefined, fallthroughs.
+    answer("18", "autograd-before-implicit",
+           ("dispatcher.py", '           ("CompositeImplicitAutograd", "math kernel"),\n'
+                             '           ("Autograd", "autograd kernel"))',
+            '           ("Autograd", "autograd kernel"),\n           ("CompositeImplicitAutograd", "math kernel"))'),
+           verdict="not solved yet: For an operator with kernels at Autograd and CompositeImplicitAutograd, called on "
+           "a CPU tensor, PyTorch runs the CompositeImplicitAutograd kernel; yours runs the Autograd kernel: your "
+           "computed_entry gives AutogradCPU the kernel registered at Autograd where PyTorch's table holds the "
+           "kernel registered at CompositeImplicitAutograd"),
+    answer("18", "explicit-before-nonfunctional",
+           ("dispatcher.py", 'ALIASES = (("CompositeExplicitAutogradNonFunctional", "default backend kernel"),\n'
+                             '           ("CompositeExplicitAutograd", "default backend kernel"),',
+            'ALIASES = (("CompositeExplicitAutograd", "default backend kernel"),\n'
+            '           ("CompositeExplicitAutogradNonFunctional", "default backend kernel"),'),
+           verdict="not solved yet: For an operator with kernels at CompositeExplicitAutogradNonFunctional and "
+           "CompositeExplicitAutograd, called on a CPU tensor, PyTorch runs the CompositeExplicitAutogradNonFunctional "
+           "kernel; yours runs the CompositeExplicitAutograd kernel: your computed_entry gives CPU the kernel "
+           "registered at CompositeExplicitAutograd where PyTorch's table holds the kernel registered at "
+           "CompositeExplicitAutogradNonFunctional"),
+    answer("18", "implicit-fills-every-autograd-key", ("dispatcher.py", _IMPLICIT_CHECK, ""), verdict=_IMPLICIT_HIDES),
+    answer("18", "implicit-yields-to-the-backend-only",
+           ("dispatcher.py", ' or "CompositeExplicitAutograd" in op.kernels:', ":"), verdict=_IMPLICIT_HIDES),
+    answer("18", "undefined-left-empty",
+           ("dispatcher.py", 'covered = alias in COMPOSITES if key == "Undefined" else alias_covers(alias, key)',
+            'covered = key != "Undefined" and alias_covers(alias, key)'),
+           verdict="not solved yet: For an operator with a kernel at CompositeExplicitAutograd, called on a CPU "
+           "tensor, excluding CPU, PyTorch runs the CompositeExplicitAutograd kernel; yours raises "
+           "NotImplementedError: There were no tensor arguments to this function (e.g., you passed an empty list of "
+           "Tensors), but no fallback function is registered for schema op: your computed_entry gives Undefined "
+           "nothing where PyTorch's table holds the kernel registered at CompositeExplicitAutograd"),
+    answer("18", "fallthrough-made-a-kernel",
+           ("dispatcher.py", '        return Entry(key, op.kernels[key], key, "kernel")',
+            '        return Entry(key, Kernel(op.kernels[key].name), key, "kernel")'),
+           ("dispatcher.py", "from myops.toy_dispatcher import", "from myops.toy_dispatcher import Kernel\n"
+                                                                 "from myops.toy_dispatcher import"),
+           verdict="not solved yet: For an operator with a fallthrough at ADInplaceOrView, called on a CPU tensor, "
+           "PyTorch raises NotImplementedError: Could not run 'op' with arguments from the 'CPU' backend; yours runs "
+           "the ADInplaceOrView kernel: your computed_entry gives ADInplaceOrView the kernel registered at "
+           "ADInplaceOrView where PyTorch's table holds a fallthrough registered at ADInplaceOrView"),
+    answer("18", "fallthrough-registration-skipped",
+           ("dispatcher.py", "    if key in op.kernels:",
+            "    if key in op.kernels and not op.kernels[key].fallthrough:"),
+           verdict=f"not solved yet: For an operator with a fallthrough at CPU, called on a CPU tensor, {_NO_TENSORS}; "
+           "yours raises NotImplementedError: Could not run 'op' with arguments from the 'CPU' backend: your "
+           "computed_entry gives CPU nothing where PyTorch's table holds a fallthrough registered at CPU"),
+    answer("18", "the-toys-own-imported",
+           ("dispatcher.py", "from myops.toy_dispatcher import", "from myops.toy_dispatcher import computed_entry as "
+                                                                 "toys_entry\nfrom myops.toy_dispatcher import"),
+           ("dispatcher.py", '    """What `op`\'s dispatch table holds at runtime key `key`."""\n',
+            '    """What `op`\'s dispatch table holds at runtime key `key`."""\n    return toys_entry(op, key)\n'),
+           verdict="not solved yet: your answer calls the toy's own computed_entry "
+           "(myops.toy_dispatcher.computed_entry), which the check switches off: write the rule yourself"),
+]
+
+
 def answer_tree(tmp_path, number: str, edits, base: str = "solutions"):
     """Exercise `number`'s folder of `base`, edited by `edits` ((file, old, new): each `old` must occur in the
     file exactly once), in a tree of its own; returns the tree and a build folder named after its content, so

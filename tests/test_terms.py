@@ -46,8 +46,18 @@ TERMS = [
     Term("CompositeImplicitAutograd", "00", r"CompositeImplicitAutograd"),
     Term("CompositeExplicitAutograd", "00", r"CompositeExplicitAutograd"),
     Term("schema", "01", r"\bschemas?\b"),
+    Term("dispatch function", "02", r"\bdispatch functions?\b"),
     Term("fake tensor", "03", r"\bfake tensors?\b"),
     Term("guard", "04", r"\bguard(?:s|ed)?\b"),
+    Term("IValue", "08", r"\bIValue"),
+    Term("grain", "08", r"\bgrains?\b"),
+    Term("structured kernel", "08", r"\bstructured kernels?\b"),
+    Term("collective", "16", r"\bcollectives?\b"),
+    Term("process group", "16", r"\bprocess groups?\b"),
+    Term("all-gather", "16", r"\ball-gathers?\b"),
+    Term("all-reduce", "16", r"\ball-reduces?\b"),
+    Term("reduce-scatter", "16", r"\breduce-scatters?\b"),
+    Term("all-to-all", "16", r"\ball-to-all\b"),
 ]
 
 FENCED = re.compile(r"```.*?```", re.S)

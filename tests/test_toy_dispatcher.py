@@ -1,313 +1,40 @@
 """myops/toy_dispatcher.py against PyTorch's dispatcher: key sets, tables, and the kernel thousands of generated
 calls run.
 
-The differential property (`check_case`) defines a fresh operator with Python kernels on random keys, calls it on
-random tensors under random thread-local state, and asserts that the toy predicts the kernel that ran (or the error
-raised). It takes the toy's `call_key_set` and `computed_entry` as parameters, so `find_counterexample` can run
-other versions of them (a learner's, or the broken ones below) and describe the first shrunk counterexample in one
-sentence. TOY_DISPATCHER_CASES sets the number of generated calls (1000 by default).
+The differential property lives in myops/differential.py (notebook 18 and exercise 18's check use it too):
+`check_case` defines a fresh operator with Python kernels on random keys, calls it on random tensors under random
+thread-local state, and asserts that the toy predicts the kernel that ran (or the error raised). It takes the toy's
+`call_key_set` and `computed_entry` as parameters, so `find_counterexample` can run other versions of them (a
+learner's, or the broken ones below) and describe the first shrunk counterexample in one sentence.
+TOY_DISPATCHER_CASES sets the number of generated calls (1000 by default, with a fixed seed).
 """
 from __future__ import annotations
 
 import contextlib
-import functools
 import itertools
-import operator
 import os
-import re
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import pytest
 import torch
-from hypothesis import HealthCheck, Verbosity, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from myops import dispatch
+from myops import differential, dispatch
 from myops import toy_dispatcher as toy
+from myops.differential import (NAMESPACE, REGISTRATIONS, Case, Outcome, TensorCase, cases, explain,
+                                find_counterexample, make_tensor, real_operator, registered, runtime_key_names,
+                                table_difference, thread_state)
 
-CASES = int(os.environ.get("TOY_DISPATCHER_CASES", "1000"))
-NAMESPACE = "toy_dispatcher"
+CASES = int(os.environ.get("TOY_DISPATCHER_CASES", str(differential.CASES)))
 KEYS = torch._C.DispatchKey.__members__
-
-# The keys a generated operator registers to, in registration order (torch.library refuses a Meta kernel once the
-# operator has a CompositeImplicitAutograd one, so Meta comes first), with what each may hold, weighted by
-# repetition: keys that shadow everything below them for most calls (BackendSelect, which every thread includes,
-# PythonTLSSnapshot, Python, ADInplaceOrView) get a kernel less often than the alias keys.
-REGISTRATIONS = {
-    "CPU": ("none", "none", "kernel", "fallthrough"),
-    "Meta": ("none", "none", "kernel", "fallthrough"),
-    "BackendSelect": ("none",) * 9 + ("kernel",),
-    "Python": ("none",) * 8 + ("kernel", "fallthrough"),
-    "ADInplaceOrView": ("none",) * 6 + ("kernel", "fallthrough"),
-    "AutogradCPU": ("none",) * 3 + ("kernel", "fallthrough"),
-    "AutogradMeta": ("none",) * 3 + ("kernel", "fallthrough"),
-    "AutocastCPU": ("none",) * 3 + ("kernel", "fallthrough"),
-    "PythonTLSSnapshot": ("none",) * 9 + ("kernel",),
-    "Autograd": ("none", "kernel", "kernel", "fallthrough"),
-    "CompositeExplicitAutogradNonFunctional": ("none", "none", "kernel"),
-    "CompositeExplicitAutograd": ("none", "none", "kernel"),
-    "CompositeImplicitAutograd": ("none", "kernel"),
-}
-EXCLUDABLE = ("CPU", "Meta", "BackendSelect", "Python", "ADInplaceOrView", "AutogradCPU", "AutogradMeta",
-              "AutocastCPU", "PythonTLSSnapshot")
-INCLUDABLE = ("CPU", "Meta", "ADInplaceOrView", "AutogradCPU", "AutogradMeta", "AutocastCPU", "PythonTLSSnapshot")
-
-
-# ---- generated cases -------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class TensorCase:
-    device: str = "cpu"
-    requires_grad: bool = False
-    inference: bool = False  # made under torch.inference_mode()
-    subclass: bool = False  # a torch.Tensor subclass with __torch_dispatch__
-
-    def describe(self) -> str:
-        kind = "inference tensor" if self.inference else "tensor"
-        return (f"a {'meta' if self.device == 'meta' else 'CPU'} {kind}"
-                + (" of a __torch_dispatch__ subclass" if self.subclass else "")
-                + (" that requires grad" if self.requires_grad else ""))
-
-
-@dataclass(frozen=True)
-class Case:
-    kernels: tuple[str, ...] = ()
-    fallthroughs: tuple[str, ...] = ()
-    tensors: tuple[TensorCase, ...] = (TensorCase(),)
-    no_grad: bool = False
-    inference_mode: bool = False
-    autocast: bool = False
-    exclude: tuple[str, ...] = ()
-    include: tuple[str, ...] = ()
-
-    def describe(self) -> str:
-        held = [f"{'a kernel' if len(self.kernels) == 1 else 'kernels'} at {' and '.join(self.kernels)}",
-                f"{'a fallthrough' if len(self.fallthroughs) == 1 else 'fallthroughs'} at "
-                f"{' and '.join(self.fallthroughs)}"]
-        held = [words for words, keys in zip(held, (self.kernels, self.fallthroughs)) if keys]
-        op = "an operator with " + (", ".join(held) or "no kernels")
-        context = [("under no_grad", self.no_grad), ("under inference_mode", self.inference_mode),
-                   ("under autocast('cpu')", self.autocast), (f"excluding {' and '.join(self.exclude)}", self.exclude),
-                   (f"including {' and '.join(self.include)}", self.include)]
-        called = f"called on {' and '.join(t.describe() for t in self.tensors)}"
-        return ", ".join([op, called] + [words for words, on in context if on])
-
-
-def _registrations(choices: tuple[str, ...]) -> Case:
-    held = dict(zip(REGISTRATIONS, choices))
-    return Case(tuple(key for key, what in held.items() if what == "kernel"),
-                tuple(key for key, what in held.items() if what == "fallthrough"))
-
-
-def _subset(keys: tuple[str, ...]):
-    return st.lists(st.sampled_from(keys), unique=True, max_size=2).map(
-        lambda chosen: tuple(key for key in keys if key in chosen))
-
-
-_flag = st.sampled_from((False, False, False, True))  # shrinks to False
-_tensor = st.builds(TensorCase, st.sampled_from(("cpu", "meta")), st.booleans(), _flag, _flag).map(
-    lambda t: replace(t, requires_grad=t.requires_grad and not t.inference))
-_registered = st.tuples(*[st.sampled_from(choices) for choices in REGISTRATIONS.values()]).map(_registrations)
-_tensors = st.lists(_tensor, min_size=1, max_size=2).map(tuple)
-_excluded, _included = _subset(EXCLUDABLE), _subset(INCLUDABLE)
-
-
-@st.composite
-def cases(draw) -> Case:
-    """An operator's registrations, the tensors of the call and the thread-local state around it."""
-    return replace(draw(_registered), tensors=draw(_tensors),
-                   no_grad=draw(_flag), inference_mode=draw(_flag), autocast=draw(_flag),
-                   exclude=draw(_excluded), include=draw(_included))
-
-
-# ---- running a case on PyTorch ---------------------------------------------------------------------------
-RAN: list[str] = []  # what our kernels and __torch_dispatch__ record, in order
-
-
-class Recorded(torch.Tensor):
-    __torch_function__ = torch._C._disabled_torch_function_impl
-
-    @classmethod
-    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
-        RAN.append("__torch_dispatch__")
-        return torch.empty(0)
-
-
-def recording_kernel(key: str):
-    def kernel(*args, **kwargs):
-        RAN.append(key)  # before anything that could raise: the first entry is the kernel that ran
-        return torch.empty(0)
-    return kernel
-
-
-def make_tensor(spec: TensorCase) -> torch.Tensor:
-    with torch.inference_mode() if spec.inference else contextlib.nullcontext():
-        t = torch.ones(1, device=spec.device)
-        if spec.subclass:
-            return torch.Tensor._make_subclass(Recorded, t, spec.requires_grad)
-    return t.requires_grad_(spec.requires_grad)
-
-
-@contextlib.contextmanager
-def thread_state(case: Case):
-    """The case's thread-local state, entered in the order toy.thread_local_state applies it."""
-    with contextlib.ExitStack() as stack:
-        if case.no_grad:
-            stack.enter_context(torch.no_grad())
-        if case.inference_mode:
-            stack.enter_context(torch.inference_mode())
-        if case.autocast:
-            stack.enter_context(torch.autocast("cpu"))
-        if case.exclude:
-            excluded = [torch._C.DispatchKeySet(torch._C._dispatch_key_parse(key)) for key in case.exclude]
-            stack.enter_context(torch._C._ExcludeDispatchKeyGuard(functools.reduce(operator.or_, excluded)))
-        for key in case.include:
-            stack.enter_context(torch._C._IncludeDispatchKeyGuard(torch._C._dispatch_key_parse(key)))
-        yield
-
-
-_names = itertools.count()
-
-
-@contextlib.contextmanager
-def real_operator(case: Case):
-    """A fresh operator `NAMESPACE::opN` with the case's registrations, unregistered on exit."""
-    name = f"op{next(_names)}"
-    lib = torch.library.Library(NAMESPACE, "FRAGMENT")
-    try:
-        lib.define(f"{name}(Tensor a, Tensor? b=None) -> Tensor")
-        for key in REGISTRATIONS:
-            if key in case.kernels or key in case.fallthroughs:
-                fn = torch.library.fallthrough_kernel if key in case.fallthroughs else recording_kernel(key)
-                lib.impl(name, fn, key)
-        yield f"{NAMESPACE}::{name}", getattr(getattr(torch.ops, NAMESPACE), name).default
-    finally:
-        lib._destroy()
-
-
-@dataclass(frozen=True)
-class Outcome:
-    kind: str  # "kernel" (ours, named by its registration key), "fallback" (PyTorch's, by its key), "error"
-    name: str  # the key, or the exception's type
-    message: str = ""  # the error's first sentence, the operator's name replaced by "op"
-    what: str = ""  # for a fallback of the toy: the toy's name for it ("ADInplaceOrView fallthrough", ...)
-
-    def describe(self) -> str:
-        if self.kind == "error":
-            return f"raises {self.name}: {self.message.rstrip('.')}"
-        if self.kind == "fallback" and self.name == "Python":
-            return "runs the Python fallback, which calls __torch_dispatch__"
-        if self.kind == "fallback":
-            return f"runs the {self.what or self.name + ' fallback'}"
-        return f"runs the {self.name} kernel"
-
-    def matches(self, other: Outcome) -> bool:
-        # The toy predicts an error's first sentence.
-        return (self.kind, self.name) == (other.kind, other.name) and other.message.startswith(self.message)
-
-
-def first_sentence(message: str, op_name: str) -> str:
-    return message.split(". ")[0].rstrip(".").replace(op_name, "op") + "."
-
-
-def toy_outcome(call: toy.Call, op_name: str) -> Outcome:
-    last = call.path[-1]
-    if call.error:
-        return Outcome("error", "NotImplementedError", first_sentence(call.error, op_name))
-    if last.source == "fallback":
-        return Outcome("fallback", last.key, what=last.kernel.name)
-    return Outcome("kernel", last.source)
-
-
-@dataclass
-class Observed:
-    name: str
-    outcome: Outcome
-    tensor_keys: list[toy.KeySet]
-    tls: toy.ThreadLocalState
-
-
-def run_real(case: Case) -> Observed:
-    tensors = [make_tensor(spec) for spec in case.tensors]
-    with real_operator(case) as (name, op):
-        RAN.clear()
-        with thread_state(case):
-            tls = toy.real_thread_local_state()
-            try:
-                op(*tensors)
-                error = None
-            except Exception as e:  # noqa: BLE001 - the error is what the toy predicts
-                error = e
-        if RAN:
-            outcome = (Outcome("fallback", "Python") if RAN[0] == "__torch_dispatch__" else Outcome("kernel", RAN[0]))
-        elif error is not None:
-            outcome = Outcome("error", type(error).__name__, first_sentence(str(error), name))
-        else:
-            outcome = Outcome("kernel", "none of our")
-        return Observed(name, outcome, [toy.from_torch(torch._C._dispatch_keys(t)) for t in tensors], tls)
-
-
-# ---- the property ----------------------------------------------------------------------------------------
-class Mismatch(AssertionError):
-    def __init__(self, case: Case, sentence: str):
-        super().__init__(sentence)
-        self.case, self.sentence = case, sentence
-
-
-def explain(case: Case, pytorch: Outcome, yours: Outcome) -> str:
-    """One sentence: what the case is, what PyTorch does, what the toy under test does."""
-    return f"For {case.describe()}, PyTorch {pytorch.describe()}; yours {yours.describe()}."
-
-
-def check_case(case: Case, call_key_set=toy.call_key_set, computed_entry=toy.computed_entry) -> None:
-    """Raise Mismatch unless a toy built from these two functions runs what PyTorch runs for `case`."""
-    before = toy.real_thread_local_state()
-    real = run_real(case)
-    assert toy.real_thread_local_state() == before, "the case leaked thread-local state"
-    tensors = [toy.tensor_keys(t.device, t.inference, t.subclass) for t in case.tensors]
-    if tensors != real.tensor_keys:
-        raise Mismatch(case, f"For {case.describe()}, the tensors' keys are {real.tensor_keys}; toy: {tensors}.")
-    tls = toy.thread_local_state(case.inference_mode, case.autocast, case.exclude, case.include)
-    if tls != real.tls:
-        raise Mismatch(case, f"For {case.describe()}, the thread-local state is {real.tls}; toy: {tls}.")
-    op = toy.Operator.make(real.name, case.kernels, case.fallthroughs)
-    try:
-        call = toy.dispatch(op, tensors, tls, call_key_set=call_key_set, computed_entry=computed_entry)
-    except Exception as e:  # noqa: BLE001 - a bug of the functions under test is a counterexample too
-        yours = f"{type(e).__name__}: {e}".rstrip(".")
-        raise Mismatch(case, f"For {case.describe()}, PyTorch {real.outcome.describe()}; yours raises {yours}.") from e
-    predicted = toy_outcome(call, real.name)
-    if not predicted.matches(real.outcome):
-        raise Mismatch(case, explain(case, real.outcome, predicted))
-
-
-def find_counterexample(call_key_set=toy.call_key_set, computed_entry=toy.computed_entry,
-                        max_examples: int = CASES) -> str | None:
-    """Run the property on generated cases; the sentence describing the shrunk counterexample, or None."""
-    @settings(max_examples=max_examples, derandomize=True, deadline=None, database=None, verbosity=Verbosity.quiet,
-              report_multiple_bugs=False, suppress_health_check=list(HealthCheck))
-    @given(cases())
-    def property_(case):
-        check_case(case, call_key_set, computed_entry)
-
-    try:
-        property_()
-    except Mismatch as mismatch:
-        return mismatch.sentence
-    return None
 
 
 def test_the_toy_runs_what_pytorch_runs():
-    checked = []
-
-    @settings(max_examples=CASES, derandomize=True, deadline=None, database=None,
-              suppress_health_check=list(HealthCheck))
-    @given(cases())
-    def property_(case):
-        check_case(case)
-        checked.append(case)
-
-    property_()
+    checked = differential.run_cases(CASES)
     assert len(checked) >= CASES
+    # The generated cases reach every kind of outcome: our kernels, PyTorch's fallbacks, errors.
+    assert {outcome.kind for _, outcome in checked} == {"kernel", "fallback", "error"}
     # Every generated operator is gone again.
     assert not [name for name in torch._C._dispatch_get_all_op_names() if name.startswith(NAMESPACE + "::")]
 
@@ -364,18 +91,6 @@ def test_functionality_order_is_the_installed_enum():
     assert [f for f in reversed(toy.FUNCTIONALITIES) if f in named] == named
     assert dispatch.priority_order(toy.TOY_KEYS[1:]) == sorted(
         toy.TOY_KEYS[1:], key=lambda key: toy.KeySet.of(key).raw(), reverse=True)
-
-
-def runtime_key_names() -> list[str]:
-    """The names torch._C.DispatchKey gives runtime keys (no alias keys, no markers, no bare per-backend
-    functionality such as Dense)."""
-    names = []
-    for name, key in torch._C.DispatchKey.__members__.items():
-        if name.startswith(("StartOf", "EndOf")) or torch._C._dispatch_is_alias_key(key):
-            continue
-        if name == "Undefined" or toy.split_key(name)[0] not in toy.PER_BACKEND or toy.split_key(name)[1]:
-            names.append(name)
-    return names
 
 
 def test_runtime_keys_are_a_functionality_and_a_backend():
@@ -436,34 +151,6 @@ def test_thread_local_state():
 
 
 # ---- 2. tables -------------------------------------------------------------------------------------------
-_DUMP_LINE = re.compile(r"^(?P<key>\w+)(?:\[alias\])?: registered at (?P<file>.+?):\d+ :: .* \[ (?P<forms>[^\]]*) \]$")
-
-
-def registered(op_name: str) -> toy.Operator:
-    """The operator's registrations as torch._C._dispatch_dump lists them (the active kernel of each key, alias
-    keys included), each kernel named after the file that registered it."""
-    kernels = {}
-    for line in torch._C._dispatch_dump(op_name).splitlines():
-        if match := _DUMP_LINE.match(line):
-            fallthrough = "fallthrough" in match["forms"].split()
-            kernels[match["key"]] = toy.Kernel(match["file"], fallthrough=fallthrough)
-    return toy.Operator(op_name, kernels)
-
-
-def table_difference(op_name: str, op: toy.Operator) -> dict:
-    """{key: (PyTorch's entry, the toy's)} for the toy's keys where the two computed tables differ."""
-    real = dispatch.registrations(op_name)
-    differences = {}
-    for key, entry in toy.computed_table(op).items():
-        ours = None if entry.kernel is None else (
-            entry.why, entry.fallthrough, None if entry.why == "backend fallback" else entry.kernel.name)
-        theirs = None if key not in real else (
-            real[key].kind, real[key].fallthrough, None if real[key].kind == "backend fallback" else real[key].file)
-        if ours != theirs:
-            differences[key] = (theirs, ours)
-    return differences
-
-
 def test_backend_fallbacks_are_pytorchs():
     with real_operator(Case()) as (name, _):
         real = dispatch.registrations(name)
@@ -568,3 +255,40 @@ def test_one_boxed_fallback_serves_two_operators():
     meta = toy.ToyTensor(1.0, toy.tensor_keys("meta"))
     with pytest.raises(NotImplementedError, match="toy::mul: attempted to run this operator with Meta tensors"):
         toy.call_boxed(mul, [meta, meta], autocast)
+
+
+# ---- what a counterexample says about the functions under test ------------------------------------------
+def test_diagnose_names_the_function_that_answers_wrongly():
+    case = Case(kernels=("Autograd", "CompositeImplicitAutograd"))
+    assert differential.diagnose(case, toy.call_key_set, autograd_before_implicit) == (
+        "your computed_entry gives AutogradCPU the kernel registered at Autograd where PyTorch's table holds the "
+        "kernel registered at CompositeImplicitAutograd")
+    excluding = Case(kernels=("AutogradCPU",), exclude=("AutogradCPU",))
+    assert differential.diagnose(excluding, ignores_exclude, toy.computed_entry) == (
+        "your call_key_set gives KeySet(CPU, BackendSelect, ADInplaceOrView, AutogradCPU, AutocastCPU) where PyTorch's "
+        "key set is KeySet(CPU, BackendSelect, ADInplaceOrView)")
+    assert differential.diagnose(excluding, toy.call_key_set, toy.computed_entry) == ""
+
+
+def test_the_real_table_names_the_registration_behind_each_entry():
+    case = Case(kernels=("CPU", "CompositeExplicitAutogradNonFunctional", "CompositeExplicitAutograd"),
+                fallthroughs=("Autograd",))
+    words = differential.real_table(case)
+    assert words["CPU"] == "the kernel registered at CPU"
+    assert words["Meta"] == words["Undefined"] == "the kernel registered at CompositeExplicitAutogradNonFunctional"
+    assert words["AutogradCPU"] == words["AutogradMeta"] == "a fallthrough registered at Autograd"
+    assert (words["ADInplaceOrView"], words["Python"]) == ("PyTorch's fallthrough", "PyTorch's fallback")
+
+
+@pytest.mark.parametrize("state", ["plain", "inference_mode", "autocast"])
+def test_the_paths_of_our_kernels_are_the_toys(layers, state):
+    x, y = torch.randn(3, 3, requires_grad=True), torch.randn(3, 3)
+    context = {"plain": contextlib.nullcontext, "inference_mode": torch.inference_mode,
+               "autocast": lambda: torch.autocast("cpu")}[state]
+    for name, args in (("myadd_inplace", (y.clone(), y)), ("mymatmul", (x, y))):
+        with context():
+            tls = toy.real_thread_local_state()
+            with dispatch.record_path(name) as path:
+                getattr(torch.ops.myops, name)(*args)
+        hops = differential.predicted_path(f"myops::{name}", list(args), tls, path)
+        assert path.steps and [hop.predicted for hop in hops] == [hop.recorded for hop in hops], (state, name)

@@ -135,7 +135,8 @@ void myadd_inplace_cpu(at::Tensor& self, const at::Tensor& other) {
 }  // namespace
 
 // BEGIN registration
-// Runs only for tensors whose highest backend key is CPU; other devices never reach this kernel.
+// An ordinary call reaches this kernel only when CPU is the highest backend key of its key set, so with CPU
+// tensors; an explicit redispatch to the CPU key can still hand it others (notebook 02 does, with meta tensors).
 TORCH_LIBRARY_IMPL(myops, CPU, m) {
   m.impl("myadd", &myadd_cpu);
   m.impl("myadd_", &myadd__cpu);

@@ -1,8 +1,9 @@
 """Exercise 00 (notebook 00_dispatcher_tour): predict which kernel runs, before you look.
 
 Checked by myops/exercises/ex00_dispatcher_tour.py. Each scenario is an operator with kernels on the keys
-named, called once as described. Write, for each, the key whose kernel the dispatcher runs first, or "error"
-when the call raises because no kernel of the operator serves it. Reason from the notebook: a call's key set
+named, called once as described. Write, for each, the key that the first of those kernels to run was registered
+for (an alias key included, even where it filled the key the kernel runs at), or "error" when the call raises
+because no kernel of the operator serves it. Reason from the notebook: a call's key set
 (the tensors' keys, plus the thread-local include set, minus its exclude set), the priority of keys, and what
 alias keys fill.
 Then check:  python -m myops.exercises check 00   (a wrong prediction gets a hint, not the answer)

@@ -6,8 +6,10 @@
 // has its schema, CPU kernel and dispatch function given. Its Autograd key holds
 // autogradNotImplementedFallback(): backward raises "derivative for ex05::myrmsnorm is not implemented".
 // Your part:
-//   1. MyRMSNormFunction::forward: save what backward needs, call the dispatch function below autograd.
-//   2. MyRMSNormFunction::backward, with g the incoming gradient and n the size of the last dimension:
+//   1. MyRMSNormFunction::forward: save what backward needs, then call the dispatch function ex05::myrmsnorm
+//      again under at::AutoDispatchBelowADInplaceOrView, a guard that excludes the autograd keys and
+//      ADInplaceOrView, so that this fresh call under a guard reaches the CPU kernel instead of this one.
+//   2. MyRMSNormFunction::backward, with g the incoming gradient:
 //        d self   = r * (g * weight) - self * r^3 * mean(self * g * weight, last dim, keepdim)
 //        d weight = sum over every dimension but the last of g * self * r. A 1-d self has no such dimension:
 //                   d weight is then g * self * r as it is, not at::sum of it over an empty list of

@@ -15,8 +15,10 @@ ex17::myaxpy(x, y, alpha) = alpha * x + y, for x and y of one 2-D shape, any str
      tensors too) and makes the output without touching data: triton_op's own fake kernel is the body above
      (torch/_library/triton.py, triton_op), which under the interpreter touches data;
   4. autograd (myaxpy.register_autograd): d x = alpha * grad, d y = grad;
-  5. where Triton cannot run CPU tensors (no interpreter: INTERPRETED is False), a fallback written in PyTorch
-     for CPU tensors only (myaxpy.register_kernel);
+  5. a fallback written in PyTorch for CPU tensors only (myaxpy.register_kernel), registered only where
+     INTERPRETED is False: there Triton cannot run CPU tensors. Under the interpreter the check runs your Triton
+     kernel on CPU tensors, and a CPU kernel would take them from it (notebook 17's portable operator, whose
+     fallback is registered either way, shows that);
   6. what torch.compile needs to keep the operator whole when it compiles it for CPU tensors, with or without
      a GPU in the machine (notebook 17, section 5, shows two ways: a rule of this operator's own, or a setting
      that keeps every triton_op of the process whole).

@@ -61,6 +61,7 @@ EXERCISES: dict[str, Exercise] = {e.number: e for e in (
     Exercise("15_export_and_aotinductor", "C++"),
     Exercise("16_python_key_and_dtensor", "Python"),
     Exercise("17_triton_kernels", "Python"),
+    Exercise("18_build_the_dispatcher", "Python"),
 )}
 
 
