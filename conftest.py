@@ -117,5 +117,7 @@ if LoadFileScheduling is not None:
         def _split_scope(self, nodeid: str) -> str:
             return nodeid if nodeid.startswith(SPREAD) else super()._split_scope(nodeid)
 
+    # optional: a run with `-p no:xdist` knows no such hook.
+    @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_make_scheduler(config, log):
         return FilesButSpread(config, log)

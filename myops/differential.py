@@ -16,6 +16,7 @@ lists the keys where the toy's computed table differs from PyTorch's.
 from __future__ import annotations
 
 import contextlib
+import os
 import functools
 import itertools
 import operator
@@ -23,11 +24,17 @@ import re
 from dataclasses import dataclass, replace
 
 import torch
-from hypothesis import HealthCheck, Verbosity, given, settings
+from hypothesis import HealthCheck, Verbosity, configuration, given, settings
 from hypothesis import strategies as st
 
 from myops import dispatch
 from myops import toy_dispatcher as toy
+from myops.paths import BUILD_DIR
+
+# Hypothesis keeps caches in .hypothesis/ under the working directory, which for a notebook is notebooks/: keep
+# them in build/, unless the user chose a folder.
+if not os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY"):
+    configuration.set_hypothesis_home_dir(BUILD_DIR / "hypothesis")
 
 NAMESPACE = "toy_dispatcher"
 CASES = 1000  # the test's default number of generated calls
@@ -449,7 +456,8 @@ def table_difference(op_name: str, op: toy.Operator, keys=toy.TOY_KEYS, computed
 @dataclass(frozen=True)
 class Hop:
     """One kernel of a recorded path (dispatch.record_path) beside the toy's prediction for it."""
-    how: str  # "call": from Python; "guard": a call made under a guard; "redispatch": the caller's keys below its own
+    how: str  # "call": from Python; "guard": reached under a guard (a redispatch inside it, or a fresh call under it:
+    # a recording tells them apart by exclude sets only, not by call site); "redispatch": the caller's keys below its own
     keys: toy.KeySet  # the key set the toy computed for this hop, fallthroughs masked out
     recorded: tuple[str, str]  # (the key our kernel is registered for, its file) as the recording saw it
     predicted: tuple[str, str]  # the same, for the kernel the toy's table holds at the key it looks up
@@ -467,10 +475,12 @@ def predicted_path(op_name: str, tensors: list[torch.Tensor], tls: toy.ThreadLoc
                    recorded: dispatch.CallPath) -> list[Hop]:
     """For each kernel of a recorded call of `op_name` on `tensors` under `tls` (the thread's sets when the call
     began), the kernel the toy predicts. The toy models kernels that stop, so each hop is replayed from what the
-    recording saw: a kernel entered with more keys excluded than its caller was reached by a call made under a
-    guard, whose key set the toy computes afresh from the tensors and the grown exclude set; a kernel entered with
-    nothing newly excluded was reached by a redispatch with the caller's keys below the caller's own key. Every
-    kernel of the path must serve `op_name` (our kernels call their own operator again)."""
+    recording saw: a kernel entered with more keys excluded than its caller was reached under a guard, and the
+    toy replays it as a fresh call under that guard, its key set computed afresh from the tensors and the grown
+    exclude set (a recording sees exclude sets, not call sites: a redispatch made inside the guard, as the
+    ADInplaceOrView kernel of myadd_inplace makes, is replayed the same way, and lands on the same kernel); a kernel
+    entered with nothing newly excluded was reached by a redispatch with the caller's keys below the caller's own
+    key. Every kernel of the path must serve `op_name` (our kernels call their own operator again)."""
     op = registered(op_name)
     tensor_keys = [toy.from_torch(torch._C._dispatch_keys(t)) for t in tensors]
     hops: list[Hop] = []
@@ -483,6 +493,8 @@ def predicted_path(op_name: str, tensors: list[torch.Tensor], tls: toy.ThreadLoc
             how = "guard" if newly_excluded else "call"
         else:
             caller = hops[parent]
+            # Our autograd kernels pass keys & after_autograd_keyset, which drops AutogradOther too; below(the
+            # caller's key) keeps it, but no tensor carries AutogradOther (LEFT_OUT), so the two sets are equal here.
             keys = caller.keys.below(toy.computed_entry(op, caller.keys.highest_key()).key)
             how = "redispatch"
         ran = toy.follow(op, keys)

@@ -10,7 +10,8 @@
 3. Calls. `dispatch` masks out the keys whose entry is a fallthrough, looks up the highest key, and `follow`s the
    fallbacks that pass the call on (the autograd fallback, PythonTLSSnapshot's) until a kernel runs or it raises.
 4. Boxed. A boxed kernel takes (operator, keys, stack of arguments), so one function serves every operator:
-   `call_boxed` runs toy kernels, and `round_below` is a fallback that works for any operator.
+   `call_boxed` runs toy kernels, and `round_below` is a fallback that works for any operator (notebook 18
+   registers the same fallback in PyTorch with torch.library and compares the results).
 
 Each rule names the PyTorch source it follows; myops/differential.py checks them against the installed torch on
 generated cases (tests/test_toy_dispatcher.py, notebook 18).
@@ -29,9 +30,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
-LEFT_OUT = ("backends other than CPU and Meta", "AutogradOther", "CompositeImplicitAutogradNestedTensor",
-            "FuncTorchBatchedDecomposition", "functorch", "Functionalize", "kernels that call further",
-            "dispatch modes", "fallthroughs registered to the composite alias keys")
+LEFT_OUT = ("backends other than CPU and Meta", "AutogradOther", "nested, sparse and quantized tensors",
+            "CompositeImplicitAutogradNestedTensor", "FuncTorchBatchedDecomposition", "functorch", "Functionalize",
+            "Conjugate/Negative/ZeroTensor", "Tracer", "PreDispatch", "PythonDispatcher", "kernels that call further",
+            "dispatch modes", "the Python key included in the thread-local state",
+            "fallthroughs registered to the composite alias keys")
 
 # ---- 1. key sets -----------------------------------------------------------------------------------------
 # C10_FORALL_BACKEND_COMPONENTS (c10/core/DispatchKey.h): the backend bits, lowest first; CPU is bit 0.
@@ -129,8 +132,18 @@ class KeySet:
         return cls(frozenset(f for i, f in enumerate(FUNCTIONALITIES) if (raw >> (len(BACKENDS) + i)) & 1),
                    frozenset(b for i, b in enumerate(BACKENDS) if (raw >> i) & 1))
 
+    def hidden(self) -> list[str]:
+        """The bits keys() cannot show, as C++'s printing cannot either: a per-backend functionality without a
+        backend bit ("AutogradFunctionality(no backend)"), a backend bit no per-backend functionality uses
+        ("CPU(backend bit only)"). No tensor's key set has either; a wrong model's may."""
+        per_backend = [f for f in sorted(self.functionalities, key=FUNCTIONALITIES.index) if f in PER_BACKEND]
+        lonely = [] if per_backend else sorted(self.backends, key=BACKENDS.index)
+        return ([f"{f}(no backend)" for f in per_backend if not self.backends]
+                + [f"{b}(backend bit only)" for b in lonely])
+
     def __repr__(self) -> str:
-        return f"KeySet({', '.join(self.keys())})"
+        """As C++ prints a DispatchKeySet (its runtime keys, lowest first), then any bits that printing hides."""
+        return f"KeySet({', '.join(self.keys() + self.hidden())})"
 
 
 def from_torch(keyset) -> KeySet:
@@ -214,8 +227,9 @@ BACKEND_FALLBACKS = {
     "Python": Kernel("Python fallback"),  # core/PythonFallbackKernel.cpp pythonFallback: calls __torch_dispatch__
     "ADInplaceOrView": Kernel("ADInplaceOrView fallthrough", fallthrough=True),  # core/VariableFallbackKernel.cpp
     # core/VariableFallbackKernel.cpp autograd_fallback, i.e. basicAutogradNotImplementedFallbackImpl
-    # (torch/csrc/autograd/autograd_not_implemented_fallback.cpp): it sets up a grad_fn that warns in backward,
-    # then redispatches with its keys & after_autograd_keyset.
+    # (torch/csrc/autograd/autograd_not_implemented_fallback.cpp): where an input requires grad, it creates a
+    # grad_fn node that warns in backward (WarnNotImplemented); it redispatches with its keys &
+    # after_autograd_keyset; after the call returns, it attaches that node to the outputs.
     "AutogradCPU": Kernel("autograd fallback", continues_below="AutogradOther"),
     "AutogradMeta": Kernel("autograd fallback", continues_below="AutogradOther"),
     "AutocastCPU": Kernel("AutocastCPU fallthrough", fallthrough=True),  # autocast_mode.cpp
@@ -321,6 +335,10 @@ def error_message(op: Operator, entry: Entry) -> str:
     """The first sentence of the NotImplementedError raised at `entry` (OperatorEntry::reportError)."""
     if entry.kernel is not None:
         return entry.kernel.raises.format(op=op.name)
+    functionality, backend = split_key(entry.key)
+    if functionality in PER_BACKEND and backend is None:  # a key set no real call holds: say so, not C++'s words
+        return (f"Could not run '{op.name}': the key set holds {functionality} but no backend bit, so it names no "
+                "runtime key (no call of PyTorch's holds such a key set).")
     if entry.key == "Undefined":
         return ("There were no tensor arguments to this function (e.g., you passed an empty list of Tensors), "
                 f"but no fallback function is registered for schema {op.name}.")
@@ -389,8 +407,9 @@ def redispatch(op: Operator, keys: KeySet, stack: list):
 
 def round_below(key: str, digits: int = 1) -> Kernel:
     """A boxed fallback for `key` that serves every operator: it rounds each tensor argument, whatever the
-    operator's signature, then redispatches below `key`: what an autocast wrapper does to the precision of its
-    arguments (notebook 07), written once for every operator."""
+    operator's signature, then redispatches with the keys below `key`. It changes its arguments' precision as an
+    autocast wrapper does (notebook 07), but written once for every operator, and it passes the call on by a
+    redispatch, where an autocast wrapper makes a fresh call under a guard."""
     def fallback(op: Operator, keys: KeySet, stack: list):
         rounded = [replace(arg, value=round(arg.value, digits)) if isinstance(arg, ToyTensor) else arg
                    for arg in stack]

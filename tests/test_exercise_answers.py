@@ -863,9 +863,11 @@ ANSWERS += [
            ("dispatcher.py", "    return keys - tls.excluded\n",
             "    return KeySet(keys.functionalities - tls.excluded.functionalities, keys.backends - "
             "tls.excluded.backends)\n"),
-           verdict=f"{_CPU_CALL}, excluding CPU, {_NO_TENSORS}; yours raises NotImplementedError: Could not run 'op' "
-           "with arguments from the 'AutogradFunctionality' backend: your call_key_set gives KeySet(BackendSelect, "
-           "ADInplaceOrView) where PyTorch's key set is KeySet(BackendSelect, ADInplaceOrView, AutogradCPU)"),
+           verdict=f"{_CPU_CALL}, excluding CPU, {_NO_TENSORS}; yours raises NotImplementedError: Could not run 'op': "
+           "the key set holds AutogradFunctionality but no backend bit, so it names no runtime key (no call of "
+           "PyTorch's holds such a key set): your call_key_set gives KeySet(BackendSelect, ADInplaceOrView, "
+           "AutogradFunctionality(no backend)) where PyTorch's key set is KeySet(BackendSelect, ADInplaceOrView, "
+           "AutogradCPU)"),
     answer("18", "exclude-before-include",
            ("dispatcher.py", _KEY_SET, "    keys = KeySet()\n    for tensor in tensors:\n        keys = keys | tensor\n"
                                        "    return (keys - tls.excluded) | tls.included\n"),
@@ -918,6 +920,12 @@ ANSWERS += [
            verdict=f"not solved yet: For an operator with a fallthrough at CPU, called on a CPU tensor, {_NO_TENSORS}; "
            "yours raises NotImplementedError: Could not run 'op' with arguments from the 'CPU' backend: your "
            "computed_entry gives CPU nothing where PyTorch's table holds a fallthrough registered at CPU"),
+    # Right kernels, wrong words: no call reads an entry's `why`; the tables' comparison does.
+    answer("18", "why-ignored",
+           ("dispatcher.py", '        return Entry(key, op.kernels[key], key, "kernel")',
+            '        return Entry(key, op.kernels[key], key, "whatever")'),
+           verdict="not solved yet: every generated call runs what PyTorch runs, but the table of myops::myadd "
+           'differs at CPU: PyTorch\'s entry is "kernel" from myadd.cpp, yours "whatever" from myadd.cpp'),
     answer("18", "the-toys-own-imported",
            ("dispatcher.py", "from myops.toy_dispatcher import", "from myops.toy_dispatcher import computed_entry as "
                                                                  "toys_entry\nfrom myops.toy_dispatcher import"),

@@ -116,7 +116,18 @@ def test_key_set_operations_are_cpps(a, b):
     assert toy.KeySet.from_raw((ta | tb).raw_repr()) == a | b
     if (a | b).functionalities:
         assert (a | b).highest_key() == torch._C._dispatch_key_name((ta | tb).highestPriorityTypeId())
-    assert repr(a) == repr(ta).replace("DispatchKeySet", "KeySet")
+    # C++ prints the runtime keys; the toy prints the same, then the bits C++'s printing hides (none here: every
+    # set is made of runtime keys).
+    assert not a.hidden() and repr(a) == repr(ta).replace("DispatchKeySet", "KeySet")
+
+
+def test_repr_shows_the_bits_cpp_printing_hides():
+    no_backend = toy.KeySet(frozenset({"BackendSelect", "AutogradFunctionality"}))
+    assert repr(torch._C.DispatchKeySet.from_raw_repr(no_backend.raw())) == "DispatchKeySet(BackendSelect)"
+    assert repr(no_backend) == "KeySet(BackendSelect, AutogradFunctionality(no backend))"
+    lonely = toy.KeySet(frozenset({"BackendSelect"}), frozenset({"CPU"}))
+    assert repr(torch._C.DispatchKeySet.from_raw_repr(lonely.raw())) == "DispatchKeySet(BackendSelect)"
+    assert repr(lonely) == "KeySet(BackendSelect, CPU(backend bit only))"
 
 
 def test_a_per_backend_key_brings_its_backend_bit_in_and_leaves_it_behind():

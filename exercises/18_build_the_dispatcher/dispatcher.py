@@ -5,8 +5,9 @@ Checked by myops/exercises/ex18_build_the_dispatcher.py.
 Write the two functions of the toy dispatcher (myops/toy_dispatcher.py) that decide which kernel a call runs.
 The check plugs them into the toy, in place of the toy's own, and runs notebook 18's differential test: a
 thousand generated operators, each with Python kernels on random keys, called on random tensors under random
-thread-local state, in PyTorch and in the toy. Its answer is the first case where the two disagree, shrunk to
-the simplest one, in one sentence. Write them from the rules, not by calling the toy's own two (the check
+thread-local state, in PyTorch and in the toy. Its answer is the first case where the two disagree, shrunk
+(usually to a minimal one), in one sentence; when all agree, it compares your computed_entry's tables, `why`
+included, with PyTorch's. Write them from the rules, not by calling the toy's own two (the check
 replaces those with functions that refuse to run).
 
 Your part:
@@ -18,7 +19,8 @@ Your part:
      included ("Autograd", "CompositeImplicitAutograd", ...), to its Kernel; `op.fallbacks` the keys PyTorch has a
      fallback for. Return Entry(key, kernel, source, why): `source` is the registration key the kernel came from
      (or "fallback", or "" for nothing); `why` is the word torch._C._dispatch_dump_table prints: "kernel",
-     "default backend kernel" (either CompositeExplicitAutograd key), "math kernel" (CompositeImplicitAutograd),
+     "default backend kernel" (CompositeExplicitAutograd or
+     CompositeExplicitAutogradNonFunctional), "math kernel" (CompositeImplicitAutograd),
      "autograd kernel" (Autograd), "backend fallback", or "missing" (with kernel None). Follow the order of
      OperatorEntry::computeDispatchTableEntryWithDebug, which notebook 18 shows with its exceptions: which alias
      key wins over which, which key the composites fill that no alias covers, and when

@@ -2,8 +2,11 @@
 dispatcher by notebook 18's differential test (myops/differential.py) on generated cases.
 
 The verdict is the first counterexample, shrunk by hypothesis, in one sentence, followed where it can be told by
-which of the two functions answers wrongly (its answer beside PyTorch's key set or table). The toy's own two
-functions refuse to run while the check runs, so an answer that hands the work to them is told so.
+which of the two functions answers wrongly (its answer beside PyTorch's key set or table). Calls do not read an
+entry's `why`, so the check then holds the learner's computed_entry against PyTorch's tables entry for entry
+(differential.table_difference: the word the dump prints, fallthrough or not, the file of the kernel) on the
+course's six operators and every tenth ATen operator. The toy's own two functions refuse to run while the check
+runs, so an answer that hands the work to them is told so.
 """
 from __future__ import annotations
 
@@ -15,6 +18,8 @@ from myops.exercises.expect import call
 from myops.exercises.runner import Context, Unsolved
 
 CASES = 1000  # generated calls; the same ones on every run (a fixed seed)
+ATEN_STEP = 10  # every tenth ATen operator, in name order, has its table compared
+LAYERS = ("schema", "cpu", "composite", "autograd", "inplace_or_view", "autocast", "meta")  # the course's six ops
 FUNCTIONS = ("call_key_set", "computed_entry")
 
 
@@ -42,6 +47,9 @@ def check(context: Context) -> None:
             _probe("computed_entry", functions["computed_entry"], probe, key)
         found = differential.counterexample(functions["call_key_set"], functions["computed_entry"], CASES)
         if found is None:
+            table = _tables_differ(functions["computed_entry"])
+            if table:
+                raise Unsolved(table)
             return
         if _refused(found.__cause__):
             raise Unsolved(_refused(found.__cause__))
@@ -50,6 +58,37 @@ def check(context: Context) -> None:
         except Exception:  # noqa: BLE001 - an answer that raises: the sentence already says so
             diagnosis = ""
     raise Unsolved(found.sentence if not diagnosis else f"{found.sentence[:-1]}: {diagnosis}")
+
+
+def _tables_differ(computed_entry) -> str:
+    """'' when the learner's computed_entry gives PyTorch's table at the toy's keys for the course's operators and a
+    sample of ATen's; else one line on the first entry that differs."""
+    import torch
+
+    import myops
+
+    myops.load(*LAYERS)
+    names = sorted(torch._C._dispatch_get_all_op_names())
+    ops = [n for n in names if n.startswith("myops::")] + [n for n in names if n.startswith("aten::")][::ATEN_STEP]
+    for name in ops:
+        try:
+            differences = differential.table_difference(name, differential.registered(name),
+                                                        computed_entry=computed_entry)
+        except Exception as error:  # noqa: BLE001 - the answer's own error, in one line
+            return f"your computed_entry raises {type(error).__name__}: {error} on the table of {name}"
+        if differences:
+            key, (theirs, yours) = next(iter(differences.items()))
+            return (f"every generated call runs what PyTorch runs, but the table of {name} differs at {key}: "
+                    f"PyTorch's entry is {_entry_words(theirs)}, yours {_entry_words(yours)}")
+    return ""
+
+
+def _entry_words(entry) -> str:
+    """An entry as table_difference compares it: (the word the dump prints, fallthrough, file), or None."""
+    if entry is None:
+        return "missing"
+    why, fallthrough, file = entry
+    return f'"{why}"' + (" (a fallthrough)" if fallthrough else "") + (f" from {file.rsplit('/', 1)[-1]}" if file else "")
 
 
 def _probe(name: str, function, *args) -> None:
