@@ -188,7 +188,7 @@ def thread_local_state(inference_mode=False, autocast_cpu=False, exclude=(), inc
         tls = ThreadLocalState(tls.included - KeySet.of("ADInplaceOrView"), tls.excluded | AUTOGRAD_KEYS)
     if autocast_cpu:  # set_autocast_enabled (aten/src/ATen/autocast_mode.cpp) un-excludes AutocastCPU
         tls = replace(tls, excluded=tls.excluded - KeySet.of("AutocastCPU"))
-    # The guards add DispatchKeySet(key), backend bit included (c10/core/impl/LocalDispatchKeySet.cpp).
+    # The guards add DispatchKeySet(key), backend bit included (c10/core/impl/LocalDispatchKeySet.h).
     return ThreadLocalState(tls.included | KeySet.of(*include), tls.excluded | KeySet.of(*exclude))
 
 
@@ -305,8 +305,8 @@ def computed_entry(op: Operator, key: str) -> Entry:
     for alias in ("CompositeExplicitAutogradNonFunctional", "CompositeExplicitAutograd"):
         if alias in op.kernels and (key == "Undefined" or alias_covers(alias, key)):
             return Entry(key, op.kernels[alias], alias, "default backend kernel")
-    # 2.3 CompositeImplicitAutograd; not for an autograd key whose backend has a kernel, which it would hide
-    # from every call.
+    # 2.3 CompositeImplicitAutograd; not where the operator has a CompositeExplicitAutograd kernel, nor at an
+    # autograd key whose backend has a kernel, which it would hide from every call.
     alias = "CompositeImplicitAutograd"
     if alias in op.kernels and (key == "Undefined" or alias_covers(alias, key)) and not has_backend_kernel(op, key):
         return Entry(key, op.kernels[alias], alias, "math kernel")
