@@ -206,8 +206,9 @@ def key_set(*tensors: torch.Tensor, op: str | None = None, title: str = "") -> P
         axes.text(x + 0.5, 0.2, bit_name(bit), rotation=90, fontsize=7.5, ha="center", va="bottom",
                   family="monospace")
     axes.text(len(functionality) / 2, header + 0.35, "functionality bits", fontsize=8, ha="center", color=MUTED)
-    axes.text(len(functionality) + gap + len(backend) / 2, header + 0.35, "backend bits", fontsize=8,
-              ha="center", color=MUTED)
+    if backend:  # a call with no tensor may have none (notebook 19): no label over an empty group
+        axes.text(len(functionality) + gap + len(backend) / 2, header + 0.35, "backend bits", fontsize=8,
+                  ha="center", color=MUTED)
     rows = (("tensors", "tensors' keys  ∪"), ("include", "include (thread)  ∪"),
             ("exclude", "exclude (thread)  −"), ("call", "call's key set  ="))
     for r, (row, label) in enumerate(rows):

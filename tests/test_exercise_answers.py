@@ -61,6 +61,17 @@ def timing_verdict(said: str, calls: int) -> str:
             "move, not the mean nor a single call)")
 
 
+# Exercise 19's QuantSpec as the solution writes it, and the two methods answers leave out.
+_SPEC_CLASS = ('class QuantSpec:\n    """The integer grid [qmin, qmax] values are rounded onto: fixed for a run."""\n\n'
+               '    def __init__(self, qmin: int, qmax: int):\n        self.qmin, self.qmax = qmin, qmax\n\n'
+               '    def __eq__(self, other):\n        return isinstance(other, QuantSpec) and (self.qmin, self.qmax) == '
+               '(other.qmin, other.qmax)\n\n    def __hash__(self):\n        return hash((self.qmin, self.qmax))\n')
+_HASH = "    def __hash__(self):\n        return hash((self.qmin, self.qmax))\n\n"
+_FX_REPR = ('    def __fx_repr__(self):\n        return f"QuantSpec({self.qmin!r}, {self.qmax!r})", '
+            '{"QuantSpec": QuantSpec}\n')
+_EX19_FILE = "answer/19_objects_through_the_dispatcher/fake_quant.py"
+
+
 ANSWERS = [
     # -- 00: predictions ------------------------------------------------------------------------------------
     answer("00", "requires-grad-decides", ("predictions.py", '4: "AutogradCPU",', '4: "CPU",'),
@@ -933,6 +944,60 @@ ANSWERS += [
             '    """What `op`\'s dispatch table holds at runtime key `key`."""\n    return toys_entry(op, key)\n'),
            verdict="not solved yet: your answer calls the toy's own computed_entry "
            "(myops.toy_dispatcher.computed_entry), which the check switches off: write the rule yourself"),
+    # -- 19: a fake quantizer's two Python objects, compiled, exported and saved --------------------------------
+    answer("19", "untouched-stub", base="exercises",
+           verdict="not solved yet: QuantSpec is not registered as an opaque type: register_custom_class(QuantSpec, "
+           "typ=\"constant\") (fixed for a run, so compiled code may bake it in)"),
+    # A frozen dataclass writes __eq__ and __hash__ over its fields.
+    answer("19", "spec-a-frozen-dataclass",
+           ("fake_quant.py", _SPEC_CLASS, "@dataclass(frozen=True)\nclass QuantSpec:\n    qmin: int\n    qmax: int\n"),
+           ("fake_quant.py", "import torch\n", "from dataclasses import dataclass\n\nimport torch\n"), verdict=SOLVED),
+    answer("19", "observe-in-place-ops",
+           ("fake_quant.py", "amax.copy_(torch.maximum(amax * observer.decay, x.abs().amax().to(amax.dtype)))",
+            "amax.mul_(observer.decay).clamp_min_(x.abs().amax().to(amax.dtype))"),
+           ("fake_quant.py", "return torch.empty_like(x)", "return x.new_empty_strided(x.shape, x.stride())"),
+           verdict=SOLVED),
+    answer("19", "no-fake", ("fake_quant.py", "@fake_quantize.register_fake\n", ""),
+           verdict="not solved yet: ex19::fake_quantize has no fake kernel, which torch.compile and torch.export "
+           "trace with: register one (@fake_quantize.register_fake) that returns an empty output like the real one"),
+    answer("19", "fake-always-float32", ("fake_quant.py", "return torch.empty_like(x)", "return torch.empty(x.shape)"),
+           verdict="not solved yet: on a transposed float64 [3, 8], ex19::fake_quantize's fake kernel returns dtype "
+           "torch.float32 where the real one returns torch.float64: the fake must return what the kernel returns "
+           "(torch.empty_like(x) keeps x's shape, dtype, device and strides)"),
+    answer("19", "spec-without-hash", ("fake_quant.py", _HASH, ""),
+           verdict=f"not solved yet: importing {_EX19_FILE} failed: register_custom_class refused QuantSpec: a "
+           "constant class needs __hash__ (compile's fake-tensor cache keys on it), and defining __eq__ sets "
+           "__hash__ to None: hash the fields __eq__ compares"),
+    answer("19", "spec-without-fx-repr", ("fake_quant.py", "\n" + _FX_REPR, ""),
+           verdict=f"not solved yet: importing {_EX19_FILE} failed: register_custom_class refused QuantSpec: a "
+           "constant class needs __fx_repr__, which writes it into the graph: return (\"QuantSpec(...)\", "
+           "{\"QuantSpec\": QuantSpec}), source that builds an equal object and the names it uses"),
+    answer("19", "fx-repr-swaps-the-bounds", ("fake_quant.py", 'f"QuantSpec({self.qmin!r}, {self.qmax!r})"',
+                                              'f"QuantSpec({self.qmax!r}, {self.qmin!r})"'),
+           verdict="not solved yet: QuantSpec(-8, 7).__fx_repr__() gives 'QuantSpec(7, -8)', which builds another "
+           "QuantSpec: the graph would round onto another grid"),
+    answer("19", "state-written-undeclared", ("fake_quant.py", 'mutates_args=("amax",)', "mutates_args=()"),
+           verdict="not solved yet: ex19::observe_ writes amax but does not declare it: torch.compile and "
+           "torch.export would take amax for unchanged; custom_op(..., mutates_args=(\"amax\",))"),
+    answer("19", "observer-without-base", ("fake_quant.py", "class Observer(CustomClassBase):", "class Observer:"),
+           verdict=f"not solved yet: importing {_EX19_FILE} failed: register_custom_class refused Observer: a "
+           "symbolic class must subclass torch._custom_class_base.CustomClassBase (the fake object compile and "
+           "export trace with passes isinstance through it): class Observer(CustomClassBase)"),
+    answer("19", "decay-guarded", ("fake_quant.py", 'register_custom_class(Observer, typ="symbolic")',
+                                   'register_custom_class(Observer, typ="symbolic", guard_fn=lambda o: [o.decay])'),
+           verdict="not solved yet: torch.compile(fullgraph=True, backend=\"aot_eager\") of observe_ then "
+           "fake_quantize, after observer.decay = 0.9: 2 compiles so far, expected 1; a new decay compiled again, "
+           "though a symbolic object is read when the graph runs and only what its guard_fn returns recompiles: "
+           "register Observer without a guard_fn"),
+    answer("19", "spec-symbolic", ("fake_quant.py", "class QuantSpec:", "class QuantSpec(CustomClassBase):"),
+           ("fake_quant.py", 'register_custom_class(QuantSpec, typ="constant")',
+            'register_custom_class(QuantSpec, typ="symbolic")'),
+           verdict="not solved yet: QuantSpec is registered as symbolic, but it is fixed for a run, so compiled code "
+           "may bake it in: register it typ=\"constant\""),
+    # The second call's range is half the first's: values beyond it must clamp to the grid's ends.
+    answer("19", "no-clamp", ("fake_quant.py", ".round().clamp(spec.qmin, spec.qmax) * scale", ".round() * scale"),
+           verdict="not solved yet: ex19::fake_quantize on a float32 [4, 5] with QuantSpec(-8, 7) returned wrong "
+           "values: at index [2, 0] expected 0.883714, got 1.76743"),
 ]
 
 

@@ -22,7 +22,7 @@ def test_notebooks_are_numbered():
                      "09_compile_and_opcheck", "10_vmap", "11_python_torch_library", "12_boxed_kernels_and_backends",
                      "13_migrating_from_2020", "14_stable_abi_and_wheels",
                      "15_export_and_aotinductor", "16_python_key_and_dtensor",
-                     "17_triton_kernels", "18_build_the_dispatcher"]
+                     "17_triton_kernels", "18_build_the_dispatcher", "19_objects_through_the_dispatcher"]
     assert all(re.fullmatch(r"\d\d_[a-z0-9_]+", name) for name in names)
 
 

@@ -23,7 +23,7 @@ KINDS_OF = {
     "00": {"key set", "table"}, "01": {"table"}, "02": {"table"}, "03": {"table"}, "04": {"path"},
     "05": {"table"}, "06": {"path"}, "07": {"path"}, "08": {"path"}, "09": {"table"}, "10": {"key set"},
     "11": {"table"}, "12": {"table"}, "13": {"table"}, "14": {"table"}, "15": {"table"},
-    "16": {"key set", "placement"}, "17": {"grid"}, "18": {"key set", "table", "path"},
+    "16": {"key set", "placement"}, "17": {"grid"}, "18": {"key set", "table", "path"}, "19": {"key set", "table"},
 }
 
 

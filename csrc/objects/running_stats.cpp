@@ -100,8 +100,9 @@ TORCH_LIBRARY_IMPL(myops_objects, CPU, m) {
   m.impl("standardize", &standardize_cpu);
 }
 
-// No tensor argument, no dispatch key: the call reaches the table's Undefined entry, which only a
-// CompositeExplicitAutograd kernel (or a catch-all) fills. A CPU kernel would never be found.
+// No tensor argument, no dispatch key: the call reaches the table's Undefined entry, which only a kernel of a
+// composite alias key fills (this one; a kernel registered with no key is a CompositeImplicitAutograd one). A CPU
+// kernel would never be found.
 TORCH_LIBRARY_IMPL(myops_objects, CompositeExplicitAutograd, m) {
   m.impl("summary", &summary);
 }

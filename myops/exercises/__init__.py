@@ -62,6 +62,7 @@ EXERCISES: dict[str, Exercise] = {e.number: e for e in (
     Exercise("16_python_key_and_dtensor", "Python"),
     Exercise("17_triton_kernels", "Python"),
     Exercise("18_build_the_dispatcher", "Python"),
+    Exercise("19_objects_through_the_dispatcher", "Python"),
 )}
 
 
@@ -137,8 +138,9 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser("list", help="list the exercises")
     args = parser.parse_args(argv)
     if args.command == "list":
+        width = max(len(exercise.folder) for exercise in EXERCISES.values()) + 2
         for exercise in EXERCISES.values():
-            print(f"{exercise.folder:<32}{exercise.language}")
+            print(f"{exercise.folder:<{width}}{exercise.language}")
         return 0
     if args.all == (args.number is not None):
         parser.error("give one exercise number or --all")
