@@ -23,6 +23,12 @@ if getattr(builtins, "ran_once", False):
 builtins.ran_once = True"""
 
 
+def temp_dir_in(tmp_path) -> dict[str, str]:
+    """The environment with TMPDIR in tmp_path: a kernel that dies, or is stopped at a timeout, leaves its connection
+    file (tmpXXXX.json) behind, and that must not be in /tmp."""
+    return {**os.environ, "TMPDIR": str(tmp_path)}
+
+
 def run_nbval(tmp_path, *sources: str) -> subprocess.CompletedProcess:
     """pytest --nbval-lax on a notebook of these code cells, with the repository's conftest.py beside it."""
     notebook = nbformat.v4.new_notebook()
@@ -31,7 +37,7 @@ def run_nbval(tmp_path, *sources: str) -> subprocess.CompletedProcess:
     shutil.copy(REPO_ROOT / "conftest.py", tmp_path / "conftest.py")
     return subprocess.run([sys.executable, "-m", "pytest", "--nbval-lax", "--nbval-current-env", "-p", "no:cacheprovider",
                            "-o", "addopts=", "-rf", "probe.ipynb"], capture_output=True, text=True, timeout=300,
-                          cwd=tmp_path)
+                          cwd=tmp_path, env=temp_dir_in(tmp_path))
 
 
 def test_every_notebook_is_run_a_second_time_in_its_kernel():
@@ -90,7 +96,7 @@ def test_a_hung_cell_is_stopped_by_the_cell_timeout(tmp_path):
     nbformat.write(notebook, path)
     result = subprocess.run([sys.executable, "-m", "pytest", "--rootdir", str(REPO_ROOT), "-c",
                              str(REPO_ROOT / "pyproject.toml"), "--nbval-cell-timeout=3", str(path)],
-                            capture_output=True, text=True, timeout=180, cwd=REPO_ROOT)
+                            capture_output=True, text=True, timeout=180, cwd=REPO_ROOT, env=temp_dir_in(tmp_path))
     assert result.returncode == 1, result.stdout[-2000:]
     assert "Timeout of 3 seconds exceeded executing cell" in result.stdout
 
