@@ -15,10 +15,15 @@ the learner answers of tests/test_exercise_answers.py. Each of those builds a tr
 whichever worker is free: on a fresh clone they compile about a hundred exercise libraries, which on one worker
 would take longer than the rest of the suite.
 """
+import os
+import tempfile
 import time
+from pathlib import Path
 from queue import Empty
 
 import pytest
+
+from myops.paths import BUILD_DIR
 
 try:
     from nbval.plugin import IPyNbFile
@@ -121,3 +126,46 @@ if LoadFileScheduling is not None:
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_make_scheduler(config, log):
         return FilesButSpread(config, log)
+
+
+# Nothing the suite runs writes to the machine's temporary folder. This process, the workers, the notebook kernels
+# and every child process inherit a temporary folder in build/, and Inductor's cache there: torch puts its default
+# cache, precompiled headers included (torch/_inductor/codecache.py: _HEADER_DIR), under the temporary folder, and
+# the AOTInductor loader extracts each package it loads there and never removes it.
+MACHINE_TEMP = Path(tempfile.gettempdir())
+SUITE_TEMP = BUILD_DIR / "tmp" / "suite"
+SUITE_TEMP.mkdir(parents=True, exist_ok=True)
+os.environ["TMPDIR"] = str(SUITE_TEMP)
+os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(BUILD_DIR / "inductor")
+tempfile.tempdir = None  # Python's tempfile reads TMPDIR again
+
+
+def _ours(folder: Path) -> set[str]:
+    """What this user owns in `folder`, by name."""
+    names = set()
+    for entry in os.scandir(folder):
+        try:
+            if entry.stat(follow_symlinks=False).st_uid == os.getuid():
+                names.add(entry.name)
+        except FileNotFoundError:  # removed meanwhile
+            pass
+    return names
+
+
+def pytest_sessionstart(session):
+    session.config.stash[_TEMP_BEFORE] = _ours(MACHINE_TEMP)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Fails the run if it left anything in the machine's temporary folder (the main process checks, once)."""
+    if hasattr(session.config, "workerinput") or _TEMP_BEFORE not in session.config.stash:
+        return
+    left = sorted(_ours(MACHINE_TEMP) - session.config.stash[_TEMP_BEFORE])
+    if left:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        reporter.write_line(f"FAILED: the suite left {len(left)} entries in {MACHINE_TEMP}: {', '.join(left[:20])}",
+                            red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+_TEMP_BEFORE = pytest.StashKey[set]()
