@@ -15,6 +15,7 @@ the learner answers of tests/test_exercise_answers.py. Each of those builds a tr
 whichever worker is free: on a fresh clone they compile about a hundred exercise libraries, which on one worker
 would take longer than the rest of the suite.
 """
+import getpass
 import os
 import tempfile
 import time
@@ -112,6 +113,16 @@ def pytest_collection_modifyitems(session, config, items):
         items.insert(index + 1, EveryCellAgain.from_parent(notebook, name=RERUN_NAME))
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto`: one worker more than the cores this process may run on. A worker often waits (on a compile it
+    started, a lock another worker holds while it builds a layer, a child it must see time out), and the extra
+    worker fills those gaps; PYTEST_XDIST_AUTO_NUM_WORKERS still decides where it is set."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None  # xdist's own hook reads it
+    return len(os.sched_getaffinity(0)) + 1
+
+
 # Tests whose items may run on any worker, apart from the rest of their file.
 SPREAD = ("tests/test_exercise_answers.py::test_each_answer_gets_its_verdict[",)
 
@@ -131,17 +142,23 @@ if LoadFileScheduling is not None:
 # Nothing the suite runs writes to the machine's temporary folder. This process, the workers, the notebook kernels
 # and every child process inherit a temporary folder in build/, and Inductor's cache there: torch puts its default
 # cache, precompiled headers included (torch/_inductor/codecache.py: _HEADER_DIR), under the temporary folder, and
-# the AOTInductor loader extracts each package it loads there and never removes it.
-MACHINE_TEMP = Path(tempfile.gettempdir())
+# the AOTInductor loader extracts each package it loads there and never removes it. pytest's own tmp_path folders
+# stay where pytest keeps them, pytest-of-<user> in the machine's temporary folder (it removes all but the last
+# three runs): a learner's answer tree made there is outside the repository, so verdicts name it as a learner's own.
+# A pytest started by the suite (a worker, a test's inner run) inherits all this and leaves it as it is.
 SUITE_TEMP = BUILD_DIR / "tmp" / "suite"
-SUITE_TEMP.mkdir(parents=True, exist_ok=True)
-os.environ["TMPDIR"] = str(SUITE_TEMP)
-os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(BUILD_DIR / "inductor")
-tempfile.tempdir = None  # Python's tempfile reads TMPDIR again
+OUTERMOST = os.environ.get("MYOPS_SUITE_TEMP") is None
+MACHINE_TEMP = Path(tempfile.gettempdir())
+if OUTERMOST:
+    SUITE_TEMP.mkdir(parents=True, exist_ok=True)
+    os.environ.update(MYOPS_SUITE_TEMP=str(SUITE_TEMP), TMPDIR=str(SUITE_TEMP), PYTEST_DEBUG_TEMPROOT=str(MACHINE_TEMP),
+                      TORCHINDUCTOR_CACHE_DIR=str(BUILD_DIR / "inductor"))
+    tempfile.tempdir = None  # Python's tempfile reads TMPDIR again
+_TEMP_BEFORE = pytest.StashKey[set]()
 
 
 def _ours(folder: Path) -> set[str]:
-    """What this user owns in `folder`, by name."""
+    """What this user owns in `folder`, by name, pytest's own folder aside."""
     names = set()
     for entry in os.scandir(folder):
         try:
@@ -149,16 +166,17 @@ def _ours(folder: Path) -> set[str]:
                 names.add(entry.name)
         except FileNotFoundError:  # removed meanwhile
             pass
-    return names
+    return names - {f"pytest-of-{getpass.getuser()}"}
 
 
 def pytest_sessionstart(session):
-    session.config.stash[_TEMP_BEFORE] = _ours(MACHINE_TEMP)
+    if OUTERMOST:
+        session.config.stash[_TEMP_BEFORE] = _ours(MACHINE_TEMP)
 
 
 def pytest_sessionfinish(session, exitstatus):
-    """Fails the run if it left anything in the machine's temporary folder (the main process checks, once)."""
-    if hasattr(session.config, "workerinput") or _TEMP_BEFORE not in session.config.stash:
+    """Fails the run if it left anything in the machine's temporary folder."""
+    if _TEMP_BEFORE not in session.config.stash:
         return
     left = sorted(_ours(MACHINE_TEMP) - session.config.stash[_TEMP_BEFORE])
     if left:
@@ -166,6 +184,3 @@ def pytest_sessionfinish(session, exitstatus):
         reporter.write_line(f"FAILED: the suite left {len(left)} entries in {MACHINE_TEMP}: {', '.join(left[:20])}",
                             red=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
-
-
-_TEMP_BEFORE = pytest.StashKey[set]()
