@@ -113,16 +113,6 @@ def pytest_collection_modifyitems(session, config, items):
         items.insert(index + 1, EveryCellAgain.from_parent(notebook, name=RERUN_NAME))
 
 
-@pytest.hookimpl(optionalhook=True)
-def pytest_xdist_auto_num_workers(config):
-    """`-n auto`: one worker more than the cores this process may run on. A worker often waits (on a compile it
-    started, a lock another worker holds while it builds a layer, a child it must see time out), and the extra
-    worker fills those gaps; PYTEST_XDIST_AUTO_NUM_WORKERS still decides where it is set."""
-    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
-        return None  # xdist's own hook reads it
-    return len(os.sched_getaffinity(0)) + 1
-
-
 # Tests whose items may run on any worker, apart from the rest of their file.
 SPREAD = ("tests/test_exercise_answers.py::test_each_answer_gets_its_verdict[",)
 
