@@ -15,8 +15,8 @@ the learner answers of tests/test_exercise_answers.py. Each of those builds a tr
 whichever worker is free: on a fresh clone they compile about a hundred exercise libraries, which on one worker
 would take longer than the rest of the suite.
 """
-import getpass
 import os
+import re
 import tempfile
 import time
 from pathlib import Path
@@ -147,16 +147,23 @@ if OUTERMOST:
 _TEMP_BEFORE = pytest.StashKey[set]()
 
 
+# What the suite's tools name what they leave in a temporary folder: Inductor and its AOT loader, Python's tempfile
+# (not the shell's mktemp, tmp.XXXXXXXXXX), gcc, nvcc, multiprocessing, torchrun, Jupyter kernels, Chromium and
+# Playwright, and our own. Other programs of the same user may write there meanwhile: their files are not the suite's.
+SUITE_LEFTOVERS = re.compile(r"torchinductor_.*|aotinductor_.*|tmp[a-z0-9_]{8}(\..*)?|cc\w{6}\..*|tmpxft_.*|pymp-.*|"
+                             r"torchelastic_.*|kernel-.*\.json|\.org\.chromium\..*|playwright.*|myops.*")
+
+
 def _ours(folder: Path) -> set[str]:
-    """What this user owns in `folder`, by name, pytest's own folder aside."""
+    """What this user owns in `folder` under a name the suite's tools give, by name."""
     names = set()
     for entry in os.scandir(folder):
         try:
-            if entry.stat(follow_symlinks=False).st_uid == os.getuid():
+            if entry.stat(follow_symlinks=False).st_uid == os.getuid() and SUITE_LEFTOVERS.fullmatch(entry.name):
                 names.add(entry.name)
         except FileNotFoundError:  # removed meanwhile
             pass
-    return names - {f"pytest-of-{getpass.getuser()}"}
+    return names
 
 
 def pytest_sessionstart(session):
