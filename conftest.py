@@ -14,6 +14,8 @@ and runs there in order (a notebook's cells share one kernel; a test file's modu
 the learner answers of tests/test_exercise_answers.py. Each of those builds a tree of its own, so they go to
 whichever worker is free: on a fresh clone they compile about a hundred exercise libraries, which on one worker
 would take longer than the rest of the suite.
+
+The last section keeps everything the suite writes to a temporary folder in build/, and checks it.
 """
 import os
 import re

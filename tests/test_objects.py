@@ -25,16 +25,8 @@ LAYOUTS = [name for name, _, _ in sample_inputs(torch.float32, "meta")]
 
 
 @pytest.fixture(scope="module", autouse=True)
-def layer(monkeypatch_module):
-    objects.load()
-    # Inductor's cache in build/, not /tmp: for the AOTInductor compile, in a child process that inherits it.
-    monkeypatch_module.setenv("TORCHINDUCTOR_CACHE_DIR", str(REPO_ROOT / "build" / "inductor"))
-
-
-@pytest.fixture(scope="module")
-def monkeypatch_module():
-    with pytest.MonkeyPatch.context() as patch:
-        yield patch
+def layer():
+    objects.load()  # Inductor's cache is in build/ for the whole suite (conftest.py), child processes included
 
 
 def fed(*tensors: torch.Tensor) -> torch.ScriptObject:
