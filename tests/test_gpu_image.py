@@ -61,7 +61,13 @@ def in_image(tree, *args: str, timeout: float = 900) -> subprocess.CompletedProc
     system toolkit hidden, CUDA_HOME unset."""
     path = f"{TOOLKIT / 'bin'}:{PYTHON.parent}:/usr/bin:/bin"
     command = ["env", f"PATH={path}", "PYTHONDONTWRITEBYTECODE=1", str(PYTHON), *args]
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("PYTEST", "MYOPS_"))}
+    # As there, it runs outside any suite, with a temporary folder of its own: this run's holds its other workers'
+    # files, which a pytest there would count as its own leftovers
+    machine_temp = IMAGE / "tmp"
+    machine_temp.mkdir(exist_ok=True)
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith(("PYTEST", "MYOPS_")) and key != "TORCHINDUCTOR_CACHE_DIR"}
+    env["TMPDIR"] = str(machine_temp)
     return subprocess.run(without_system_cuda(command), cwd=tree, env=env, capture_output=True, text=True,
                           timeout=timeout)
 

@@ -121,10 +121,10 @@ def check_all(solution: bool = False, root: Path | str | None = None, jobs: int 
 def main(argv: list[str] | None = None) -> int:
     """`python -m myops.exercises check NN | --all [--solution]`: check exercises, one line each."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["_child"]:
-        from myops.exercises.runner import child_main
+    if argv[:1] == ["_server"]:  # where checks run (runner.serve)
+        from myops.exercises.runner import serve
 
-        child_main(EXERCISES[argv[1]], *argv[2:4])
+        serve()
         return 0
     parser = argparse.ArgumentParser(prog="python -m myops.exercises", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)

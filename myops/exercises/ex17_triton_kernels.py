@@ -221,11 +221,17 @@ def _check_interpreted(context: Context, watch: _Watch) -> None:
         raise Unsolved(f"{unsolved}{hint}") from None
 
     # Compiled, the graph calls the operator (opcheck above proved the decomposition is off), which launches
-    # the kernel: the sin() around it is Inductor's.
+    # the kernel: the sin() around it is Inductor's. Compiled afresh: the keys of AOTAutograd's and Inductor's
+    # caches cover the graph and the Triton kernel's source, not a rule registered on the operator
+    # (register_torch_dispatch), so a cached graph of earlier code, kept whole, would answer for code that is not.
     x, y = randn(37, 41, seed=6), randn(41, 37, seed=7).t()
     compiled = torch.compile(lambda a, b: op(a, b, 0.5).sin(), fullgraph=True)
     what = f"torch.compile(fullgraph=True) of a function calling {OP}"
-    expect_close(what, run_kernel(watch, what, compiled, x, y, hint_outside=tail), (0.5 * x + y).sin())
+    from torch._functorch import config as functorch_config
+    from torch._inductor import config as inductor_config  # here, not at the top: after inductor_temp_dir()
+
+    with functorch_config.patch(enable_autograd_cache=False), inductor_config.patch(fx_graph_cache=False):
+        expect_close(what, run_kernel(watch, what, compiled, x, y, hint_outside=tail), (0.5 * x + y).sin())
 
 
 # -- the CPU fallback, in a process without the interpreter ---------------------------------------------------
