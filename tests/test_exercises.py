@@ -12,6 +12,7 @@ import re
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -294,6 +295,20 @@ def test_an_answer_that_exits_the_process_is_reported_with_its_last_words(broken
     result = exercises.verdict("08", root=root, build_dir=build)
     assert (result.status, result.message) == (
         "crashed", "not solved yet: the check stopped without a verdict: leaving now")
+
+
+def test_checks_run_at_once_and_a_child_killed_by_a_signal_leaves_the_next_checks_running(broken):
+    """Each check's child is forked from one server per parent process (runner.serve): threads share it, and a
+    child that dies takes nothing else with it."""
+    root, build, folder = broken("08", "import torch\n", "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n"
+                                 "import torch\n", "timing.py")
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        killed = pool.submit(exercises.verdict, "08", root=root, build_dir=build)
+        solved = pool.submit(exercises.verdict, "01", solution=True)
+        assert (killed.result().status, killed.result().message) == (
+            "crashed", "not solved yet: the check crashed with SIGKILL")
+        assert solved.result().solved, solved.result()
+    assert exercises.verdict("01", solution=True).solved
 
 
 def test_a_tree_without_the_exercise_folder_is_told_which_folder_is_missing(tmp_path):
