@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from myops import exercises
+from myops.exercises import runner
 from myops.paths import REPO_ROOT
 from myops.toolchain import cuda_skip_reason
 from test_exercise_answers import answer_tree
@@ -308,7 +309,9 @@ def test_checks_run_at_once_and_a_child_killed_by_a_signal_leaves_the_next_check
         assert (killed.result().status, killed.result().message) == (
             "crashed", "not solved yet: the check crashed with SIGKILL")
         assert solved.result().solved, solved.result()
+    server = runner._server()
     assert exercises.verdict("01", solution=True).solved
+    assert runner._server() is server and server.alive()
 
 
 def test_a_tree_without_the_exercise_folder_is_told_which_folder_is_missing(tmp_path):

@@ -1,9 +1,10 @@
-"""Running one check: the parent starts a child process and reads its verdict; the child builds, loads and
+"""Running one check: the parent has a child process run it and reads its verdict; the child builds, loads and
 checks one exercise. The parent side imports no torch. A server process, started once per parent, imports it and
-forks each check's child from there: a child starts with torch imported (1.5 s of CPU it would otherwise spend) and
-nothing of the course or of the learner's code loaded."""
+forks each check's child from there: a child starts with torch and the checker imported (1.5 s of CPU it would
+otherwise spend importing torch), and no exercise's check, library or learner's code loaded."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import importlib.util
@@ -12,6 +13,7 @@ import json
 import os
 import queue
 import re
+import select
 import signal
 import subprocess
 import sys
@@ -119,7 +121,8 @@ def run_check(exercise: Exercise, solution: bool, root: Path | str | None, timeo
     with tempfile.TemporaryDirectory(prefix="myops-check-") as folder:
         stdout, stderr = Path(folder, "stdout"), Path(folder, "stderr")
         returncode = _server().run(dict(folder=exercise.folder, root=str(root), build_dir=str(build_dir),
-                                        env=_child_environment(), stdout=str(stdout), stderr=str(stderr)), timeout)
+                                        env=_child_environment(), stdout=str(stdout), stderr=str(stderr),
+                                        timeout=timeout))
         if returncode is None:
             return Verdict(exercise.folder, "timeout",
                            f"not solved yet: the check did not finish within {timeout:.0f} s (an endless loop?)")
@@ -139,38 +142,61 @@ def _child_environment() -> dict[str, str]:
     return dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])))
 
 
+def _read_at_startup(env: dict[str, str]) -> dict[str, str]:
+    """The variables Python and torch read when they start (PYTHONPATH, TORCH_LOGS, ...), not when used: a server
+    started with other values would give its children a start no fresh process would have."""
+    return {key: value for key, value in env.items() if key.startswith(("PYTHON", "TORCH", "PYTORCH"))}
+
+
+class ServerError(RuntimeError):
+    """The checker's server could not run a check: the checker's fault, never the learner's."""
+
+
 class _CheckServer:
     """The parent's side of `python -m myops.exercises _server`: one JSON request a line on its stdin; for each,
-    the server answers "<id> <pid of the child>", then "<id> <its exit status>". Threads may run checks at once."""
+    the server answers "<id> pid <pid of the child>", then "<id> exit <its exit status>", "<id> timeout" or
+    "<id> failed-to-fork:<reason>". Threads may run checks at once."""
 
     def __init__(self):
-        self._process = subprocess.Popen([sys.executable, "-m", "myops.exercises", "_server"], cwd=REPO_ROOT,
-                                         env=_child_environment(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                         text=True, bufsize=1)
+        env = _child_environment()
+        self.startup = _read_at_startup(env)
+        self._process = subprocess.Popen([sys.executable, "-m", "myops.exercises", "_server"], cwd=REPO_ROOT, env=env,
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
         self._ids = itertools.count()
         self._lock = threading.Lock()
         self._answers: dict[int, queue.Queue] = {}
-        threading.Thread(target=self._read_answers, daemon=True).start()
+        self._reader = threading.Thread(target=self._read_answers, daemon=True)
+        self._reader.start()
 
     def alive(self) -> bool:
-        return self._process.poll() is None
+        return self._process.poll() is None and self._reader.is_alive()
 
-    def run(self, request: dict, timeout: float) -> int | None:
-        """The child's exit status (negative: the signal that ended it), or None if it ran past `timeout`."""
-        deadline = time.monotonic() + timeout
+    def run(self, request: dict) -> int | None:
+        """The child's exit status (negative: the signal that ended it), or None if it ran past request["timeout"]
+        (its supervisor killed it then)."""
         answers = queue.Queue()
         with self._lock:
             number = next(self._ids)
             self._answers[number] = answers
             self._process.stdin.write(json.dumps(dict(request, id=number)) + "\n")
+        pid = None
         try:
-            pid = answers.get(timeout=timeout)
-            try:
-                return answers.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
-                os.kill(pid, signal.SIGKILL)
-                answers.get()  # its supervisor saw it end
-                return None
+            while True:
+                try:  # the deadline is the supervisor's; this one only notices a supervisor that died
+                    kind, value = answers.get(timeout=request["timeout"] + 120)
+                except queue.Empty:
+                    raise ServerError("the checker's server stopped answering") from None
+                if kind == "pid":
+                    pid = value
+                elif kind in ("exit", "timeout"):
+                    return value
+                else:
+                    raise ServerError(f"the checker's server could not run the check: {kind}")
+        except BaseException:  # Ctrl-C, "interrupt the kernel": the child must not run on unwatched
+            if pid is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            raise
         finally:
             with self._lock:
                 del self._answers[number]
@@ -178,16 +204,15 @@ class _CheckServer:
     def _read_answers(self) -> None:
         try:
             for line in self._process.stdout:
-                number, value = map(int, line.split())
+                number, kind, *value = line.split()
                 with self._lock:
-                    answers = self._answers.get(number)
+                    answers = self._answers.get(int(number))
                 if answers is not None:
-                    answers.put(value)
-        finally:  # the server is gone: every check still waiting ended with it
+                    answers.put((kind, int(value[0]) if value else None))
+        finally:
             with self._lock:
                 for answers in self._answers.values():
-                    answers.put(-signal.SIGKILL)
-                    answers.put(-signal.SIGKILL)
+                    answers.put(("the server ended", None))
 
 
 _the_server: _CheckServer | None = None
@@ -197,7 +222,8 @@ _server_lock = threading.Lock()
 def _server() -> _CheckServer:
     global _the_server
     with _server_lock:
-        if _the_server is None or not _the_server.alive():
+        if (_the_server is None or not _the_server.alive()
+                or _the_server.startup != _read_at_startup(_child_environment())):
             _the_server = _CheckServer()
         return _the_server
 
@@ -205,29 +231,61 @@ def _server() -> _CheckServer:
 def serve() -> None:
     """The server: import torch once, then fork a supervisor for each request, which forks the check's child,
     reports its pid, waits for it and reports how it ended. The server itself never waits: it reads the next
-    request at once, and the kernel reaps its supervisors. Ctrl-C in a terminal reaches the parent and the child."""
-    import torch  # noqa: F401 -- what every child would otherwise import itself
-
+    request at once, and the kernel reaps its supervisors. Ctrl-C in a terminal reaches the parent and the child;
+    answers go to a copy of stdout, so that what an import prints there lands on stderr instead."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    answers = os.dup(1)
+    os.dup2(2, 1)
+    import torch  # noqa: F401 -- what every child would otherwise import itself
+
     for line in sys.stdin:
-        if os.fork() == 0:
-            _supervise(json.loads(line))
+        request = json.loads(line)
+        try:
+            supervisor = os.fork()
+        except OSError as error:
+            _answer(answers, request["id"], f"failed-to-fork:{error.strerror.replace(' ', '-')}")
+            continue
+        if supervisor == 0:
+            _supervise(request, answers)
 
 
-def _supervise(request: dict) -> None:
+def _supervise(request: dict, answers: int) -> None:
+    """Fork the child and watch it. The child never returns here: it ends through the interpreter's exit."""
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError as error:
+        _answer(answers, request["id"], f"failed-to-fork:{error.strerror.replace(' ', '-')}")
+        os._exit(0)
     if pid == 0:
+        os.close(answers)
         _be_the_child(request)
-    _answer(request["id"], pid)
-    _, status = os.waitpid(pid, 0)
-    _answer(request["id"], os.waitstatus_to_exitcode(status))
-    os._exit(0)
+    try:
+        _answer(answers, request["id"], f"pid {pid}")
+        _answer(answers, request["id"], _watch(pid, request["timeout"]))
+    finally:
+        os._exit(0)
 
 
-def _answer(number: int, value: int) -> None:
-    os.write(1, f"{number} {value}\n".encode())  # one write: the lines of concurrent supervisors never mix
+def _watch(pid: int, timeout: float) -> str:
+    """How the child ended; killed at the deadline, or as soon as the parent is gone (the request pipe, this
+    process's stdin, then reports a hang-up)."""
+    parent = select.poll()
+    parent.register(0, 0)  # no events asked: poll() reports the hang-up alone
+    deadline = time.monotonic() + timeout
+    while True:
+        ended, status = os.waitpid(pid, os.WNOHANG)
+        if ended:
+            return f"exit {os.waitstatus_to_exitcode(status)}"
+        if time.monotonic() > deadline or parent.poll(50):
+            os.kill(pid, signal.SIGKILL)  # not reaped yet: the pid is still this child's
+            os.waitpid(pid, 0)
+            return "timeout"
+
+
+def _answer(answers: int, number: int, text: str) -> None:
+    os.write(answers, f"{number} {text}\n".encode())  # one write: the lines of concurrent supervisors never mix
 
 
 def _be_the_child(request: dict) -> None:
@@ -239,6 +297,7 @@ def _be_the_child(request: dict) -> None:
         opened = os.open(path, os.O_RDONLY if descriptor == 0 else os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         os.dup2(opened, descriptor)
         os.close(opened)
+    sys.stdin = open(os.devnull)  # not the server's, whose buffer may hold the next requests
     os.environ.clear()
     os.environ.update(request["env"])
     tempfile.tempdir = None  # read TMPDIR again
